@@ -1,0 +1,19 @@
+"""xvendor: one torch dispatch layer over the best kernel for each vendor's device.
+
+    import xvendor
+    y = xvendor.gemm(a, b, bias)                      # best backend for a's device
+    out = xvendor.grouped_mm(x, w, offs)              # MoE forward, ragged groups
+    print(xvendor.explain("gemm", a, b))              # which backend, and why not the others
+    with xvendor.use_backend("aten"): ...             # explicit request (or XVENDOR_BACKEND)
+"""
+
+from .devices import detect
+from .explain import explain
+from .ops import ArgumentError, gemm, grouped_mm, rms_norm, set_fast_path, topk
+from .registry import Backend, BackendUnavailable, backends, register, use_backend
+
+__version__ = "0.1.0"
+
+__all__ = ["ArgumentError", "Backend", "BackendUnavailable", "backends", "detect", "explain",
+           "gemm", "grouped_mm", "register", "rms_norm", "set_fast_path", "topk",
+           "use_backend"]

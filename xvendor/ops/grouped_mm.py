@@ -1,0 +1,197 @@
+"""``xvendor::grouped_mm(a, b, offs=None, bias=None, out_dtype=None)``: torch._grouped_mm, whole.
+
+The four layouts of ``torch._grouped_mm``; ``offs`` holds int32 cumulative group ends
+along the ragged dimension:
+
+    layout   a           b           out          ragged dim (offs)   bias
+    2Dx3D    (M, K)      (G, K, N)   (M, N)       rows of a, M        (G, N)
+    3Dx2D    (G, M, K)   (K, N)      (M, N)       cols of b, N        (N,)
+    2Dx2D    (M, K)      (K, N)      (G, M, N)    K                   (G, N)
+    3Dx3D    (G, M, K)   (G, K, N)   (G, M, N)    none (offs=None)    (G, N)
+
+Unlike torch: bias and out_dtype work on every device, any size and stride is accepted,
+and rows (2Dx3D) / columns (3Dx2D) past ``offs[-1]`` come out as zeros, not garbage.
+Groups may be empty. The backward of every layout is again a grouped_mm (2Dx3D's weight
+gradient is the 2Dx2D form), so backends accelerate training, not only inference.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ._common import (ArgumentError, acc_dtype, check_bias, check_float, check_out_dtype,
+                      check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
+
+OP = "grouped_mm"
+_RAGGED = {(2, 3): "rows of a", (3, 2): "columns of b", (2, 2): "K (columns of a)"}
+
+
+def _layout_sizes(a, b, offs):
+    """(groups, ragged extent, out shape, bias shape, bias rule) for this layout."""
+    layout = (a.dim(), b.dim())
+    if layout == (2, 3):
+        return b.shape[0], a.shape[0], (a.shape[0], b.shape[2]), (b.shape[0], b.shape[2]), "(G, N)"
+    if layout == (3, 2):
+        return a.shape[0], b.shape[1], (a.shape[1], b.shape[1]), (b.shape[1],), "(N,)"
+    g = offs.shape[0] if layout == (2, 2) else a.shape[0]
+    out = (g, a.shape[-2], b.shape[-1])
+    return g, a.shape[-1], out, (g, b.shape[-1]), "(G, N)"
+
+
+def check(a, b, offs, bias, out_dtype) -> None:
+    """Metadata rules (no data reads; the fake implementation runs these too)."""
+    check_tensor(OP, "a", a)
+    check_tensor(OP, "b", b)
+    for name, t in (("a", a), ("b", b)):
+        if t.dim() not in (2, 3):
+            raise ArgumentError(OP, name, f"must be 2-D or 3-D, got shape {tuple(t.shape)}")
+    check_float(OP, "a", a)
+    if b.dtype != a.dtype:
+        raise ArgumentError(OP, "b", f"dtype must equal a's dtype ({a.dtype}), got {b.dtype}")
+    check_same_device(OP, "a", a, b=b, offs=offs)
+    k_a, k_b = a.shape[-1], b.shape[-2]
+    if k_a != k_b:
+        raise ArgumentError(OP, "b", f"inner dimensions must match: a {tuple(a.shape)} has "
+                                     f"K={k_a}, b {tuple(b.shape)} has K={k_b}")
+    layout = (a.dim(), b.dim())
+    if layout == (3, 3):
+        if offs is not None:
+            raise ArgumentError(OP, "offs", "must be None for 3-D x 3-D (batched) inputs")
+        if a.shape[0] != b.shape[0]:
+            raise ArgumentError(OP, "b", f"group count must equal a's: a has {a.shape[0]} "
+                                         f"groups, b has {b.shape[0]}")
+    else:
+        _check_offs_meta(a, b, offs, layout)
+    check_out_dtype(OP, a.dtype, out_dtype)
+    _, _, _, bias_shape, rule = _layout_sizes(a, b, offs)
+    check_bias(OP, bias, bias_shape, a.dtype, out_dtype, a, rule)
+
+
+def _check_offs_meta(a, b, offs, layout) -> None:
+    if offs is None:
+        raise ArgumentError(OP, "offs", f"is required for {layout[0]}-D x {layout[1]}-D inputs "
+                                        f"(int32 cumulative ends along the {_RAGGED[layout]})")
+    check_tensor(OP, "offs", offs)
+    if offs.dtype != torch.int32:
+        raise ArgumentError(OP, "offs", f"must be int32 (cumulative group ends), got {offs.dtype}")
+    if offs.dim() != 1:
+        raise ArgumentError(OP, "offs", f"must be 1-D, got shape {tuple(offs.shape)}")
+    if layout == (2, 3) and offs.shape[0] != b.shape[0]:
+        raise ArgumentError(OP, "offs", f"must have one entry per group of b: b has "
+                                        f"{b.shape[0]} groups, offs has {offs.shape[0]}")
+    if layout == (3, 2) and offs.shape[0] != a.shape[0]:
+        raise ArgumentError(OP, "offs", f"must have one entry per group of a: a has "
+                                        f"{a.shape[0]} groups, offs has {offs.shape[0]}")
+    if layout == (2, 2) and offs.shape[0] == 0:
+        raise ArgumentError(OP, "offs", "must have at least one group for 2-D x 2-D inputs")
+
+
+def check_offs_values(a, b, offs) -> None:
+    """Data rules on offs: non-negative, non-decreasing, last <= the ragged extent.
+
+    On the CPU they are checked here with a precise message. On an accelerator they become
+    one ``torch._assert_async`` (a device-side assert, no host sync in the hot loop).
+    """
+    if offs is None or offs.numel() == 0:
+        return
+    extent = _layout_sizes(a, b, offs)[1]
+    where = _RAGGED[(a.dim(), b.dim())]
+    if offs.device.type != "cpu":
+        ok = (offs[0] >= 0) & (offs[-1] <= extent) & (offs[1:] >= offs[:-1]).all()
+        torch._assert_async(ok, f"xvendor.grouped_mm: offs must be non-negative, "
+                                f"non-decreasing and end at most at {extent} ({where})")
+        return
+    ends = offs.tolist()
+    if ends[0] < 0:
+        raise ArgumentError(OP, "offs", f"must be non-negative, got offs[0] = {ends[0]}")
+    for i in range(1, len(ends)):
+        if ends[i] < ends[i - 1]:
+            raise ArgumentError(OP, "offs", f"must be non-decreasing (cumulative group ends), "
+                                            f"got offs[{i}] = {ends[i]} < offs[{i - 1}] = "
+                                            f"{ends[i - 1]}")
+    if ends[-1] > extent:
+        raise ArgumentError(OP, "offs", f"last entry must be at most the {where} ({extent}), "
+                                        f"got offs[-1] = {ends[-1]}")
+
+
+def shape_class(a, b, offs, bias, out_dtype):
+    groups, extent = _layout_sizes(a, b, offs)[:2]
+    return ((a.dim(), b.dim()), pow2_bucket(groups), pow2_bucket(extent),
+            a.shape[-1], b.shape[-1], bias is not None, out_dtype)
+
+
+@torch.library.custom_op("xvendor::grouped_mm", mutates_args=())
+def grouped_mm_op(a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
+                  bias: Optional[Tensor] = None, out_dtype: Optional[torch.dtype] = None,
+                  backend: Optional[str] = None) -> Tensor:
+    check(a, b, offs, bias, out_dtype)
+    check_offs_values(a, b, offs)
+    return decide_and_run(OP, a, backend, (a, b, offs, bias, out_dtype), shape_class)
+
+
+@grouped_mm_op.register_fake
+def _(a, b, offs=None, bias=None, out_dtype=None, backend=None):
+    check(a, b, offs, bias, out_dtype)
+    return a.new_empty(_layout_sizes(a, b, offs)[2], dtype=out_dtype or a.dtype)
+
+
+def _setup(ctx, inputs, output):
+    a, b, offs, bias, out_dtype, backend = inputs
+    ctx.save_for_backward(a, b, offs)
+    ctx.bias_dtype = None if bias is None else bias.dtype
+    ctx.backend = backend
+
+
+def _group_sum_rows(g: Tensor, offs: Tensor) -> Tensor:
+    """Per-group row sums of g (M, N) in fp32-or-better; rows past offs[-1] are dropped."""
+    rows = torch.arange(g.shape[0], device=g.device, dtype=torch.int32)
+    ids = torch.searchsorted(offs, rows, right=True)  # == G for rows past the last group
+    sums = g.new_zeros((offs.shape[0] + 1, g.shape[1]), dtype=acc_dtype(g.dtype))
+    return sums.index_add_(0, ids, g.to(sums.dtype))[:-1]
+
+
+def _backward(ctx, grad):
+    a, b, offs = ctx.saved_tensors
+    g = grad.to(a.dtype)
+    need_a, need_b, _, need_bias = ctx.needs_input_grad[:4]
+    layout, kw = (a.dim(), b.dim()), {"backend": ctx.backend}
+    ga = gb = gbias = None
+    if layout == (2, 3):  # out[rows g] = a[rows g] @ b[g]
+        ga = grouped_mm(g, b.transpose(-2, -1), offs, **kw) if need_a else None
+        gb = grouped_mm(a.t(), g, offs, **kw) if need_b else None  # the 2Dx2D weight grad
+        gbias = _group_sum_rows(grad, offs) if need_bias else None
+    elif layout == (3, 2):  # out[:, cols g] = a[g] @ b[:, cols g]
+        ga = grouped_mm(g, b.t(), offs, **kw) if need_a else None
+        gb = grouped_mm(a.transpose(-2, -1), g, offs, **kw) if need_b else None
+        if need_bias:  # columns past offs[-1] got no bias, so they give it no gradient
+            cols = grad.sum(0, dtype=acc_dtype(grad.dtype))
+            end = offs[-1] if offs.numel() else 0
+            live = torch.arange(grad.shape[1], device=grad.device) < end
+            gbias = torch.where(live, cols, torch.zeros_like(cols))
+    elif layout == (2, 2):  # out[g] = a[:, K g] @ b[K g, :]
+        ga = grouped_mm(g, b.t(), offs, **kw) if need_a else None
+        gb = grouped_mm(a.t(), g, offs, **kw) if need_b else None
+        gbias = grad.sum(1, dtype=acc_dtype(grad.dtype)) if need_bias else None
+    else:
+        ga = grouped_mm(g, b.transpose(-2, -1), **kw) if need_a else None
+        gb = grouped_mm(a.transpose(-2, -1), g, **kw) if need_b else None
+        gbias = grad.sum(1, dtype=acc_dtype(grad.dtype)) if need_bias else None
+    if gbias is not None:
+        gbias = gbias.to(ctx.bias_dtype)
+    return ga, gb, None, gbias, None, None
+
+
+grouped_mm_op.register_autograd(_backward, setup_context=_setup)
+
+
+def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
+               out_dtype: torch.dtype | None = None, *, backend: str | None = None) -> Tensor:
+    """Ragged / batched matmul over groups; the layouts are in the module docstring."""
+    if eager_fast(a, b, offs) and (bias is None or eager_fast(bias)):
+        check(a, b, offs, bias, out_dtype)
+        check_offs_values(a, b, offs)
+        return decide_and_run(OP, a, backend, (a, b, offs, bias, out_dtype), shape_class)
+    return grouped_mm_op(a, b, offs, bias, out_dtype, backend)
