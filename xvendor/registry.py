@@ -49,9 +49,9 @@ class BackendUnavailable(RuntimeError):
 class Backend:
     """Where a backend may run, where it is the default, and where its kernels live.
 
-    ``archs``/``vendors`` of ``{"*"}`` mean any. ``default_archs`` are the archs where
-    selection picks it automatically; each needs ``evidence`` (a measurement or public
-    numbers). ``explicit_device_types`` are device types served only on explicit request
+    ``archs``/``vendors`` of ``{"*"}`` mean any. ``defaults`` maps an op to the archs where
+    selection picks this backend automatically for that op (``"*"``: every arch); a default
+    needs ``evidence`` (a measurement here, a recorded benchmark, or public numbers). ``explicit_device_types`` are device types served only on explicit request
     (e.g. SYCL kernels on CPU tensors through the CPU SYCL device). ``probe`` is
     ``"module:function"`` returning ``None`` when usable, else the reason it is not.
     """
@@ -63,29 +63,35 @@ class Backend:
     vendors: frozenset = _ANY
     archs: frozenset = _ANY
     dtypes: frozenset = FLOAT_DTYPES
-    default_archs: frozenset = frozenset()
+    defaults: dict = field(default_factory=dict, hash=False)  # op -> archs
     evidence: str = ""
     explicit_device_types: frozenset = frozenset()
     probe: str | None = None
     priority: int = 0  # among several defaults for one arch, higher is tried first
 
     def __post_init__(self):
-        for attr in ("ops", "device_types", "vendors", "archs", "dtypes", "default_archs",
+        for attr in ("ops", "device_types", "vendors", "archs", "dtypes",
                      "explicit_device_types"):
             object.__setattr__(self, attr, frozenset(getattr(self, attr)))
+        object.__setattr__(self, "defaults",
+                           {op: frozenset(archs) for op, archs in self.defaults.items()})
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
             raise ValueError(f"Backend name {self.name!r} must match [a-z][a-z0-9_]*")
         unknown = self.ops - OPS
         if unknown:
             raise ValueError(f"Backend {self.name!r}: unknown ops {sorted(unknown)}; "
                              f"xvendor ops are {sorted(OPS)}")
-        if self.default_archs and not self.evidence:
-            raise ValueError(f"Backend {self.name!r} is a default for "
-                             f"{sorted(self.default_archs)} but gives no evidence; a backend "
-                             "becomes a default only with a measurement or public numbers")
-        if self.archs != _ANY and not self.default_archs <= self.archs | _ANY:
-            raise ValueError(f"Backend {self.name!r}: default_archs "
-                             f"{sorted(self.default_archs - self.archs)} not in archs")
+        if self.defaults and not self.evidence:
+            raise ValueError(f"Backend {self.name!r} is a default for {self.defaults} but gives "
+                             "no evidence; a backend becomes a default only with a "
+                             "measurement or public numbers")
+        for op, archs in self.defaults.items():
+            if op not in self.ops:
+                raise ValueError(f"Backend {self.name!r}: default for {op!r}, which it does "
+                                 "not implement")
+            if self.archs != _ANY and not archs <= self.archs | _ANY:
+                raise ValueError(f"Backend {self.name!r}: default archs for {op} "
+                                 f"{sorted(archs - self.archs)} are not in its archs")
 
     def why_not(self, op: str, dev: devices.DeviceInfo, dtype: torch.dtype,
                 explicit: bool) -> str | None:
@@ -104,14 +110,15 @@ class Backend:
             return f"does not take {dtype} (takes {', '.join(sorted(map(str, self.dtypes)))})"
         return _registry.unavailable_reason(self)
 
-    def is_default_for(self, arch: str) -> bool:
-        return arch in self.default_archs or "*" in self.default_archs
+    def is_default_for(self, op: str, arch: str) -> bool:
+        archs = self.defaults.get(op, ())
+        return arch in archs or "*" in archs
 
 
 _BUILTIN = (
     Backend(name="aten", module="xvendor.reference", ops=OPS,
             device_types={"cpu", "cuda", "xpu", "meta"},
-            dtypes=FLOAT_DTYPES | {torch.float64}, default_archs={"*"},
+            dtypes=FLOAT_DTYPES | {torch.float64}, defaults={op: {"*"} for op in OPS},
             evidence="the reference: correct everywhere; cuBLAS/hipBLASLt/oneDNN behind it",
             priority=-100),
 )
@@ -300,7 +307,7 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
         chain.append((tuned, f"tuned winner for {dev.arch} {shape_class}"))
     elif tuned is not None:
         passed[tuned] = passed.get(tuned, "tuned winner, but not registered")
-    defaults = sorted((b for b in eligible.values() if b.is_default_for(dev.arch)),
+    defaults = sorted((b for b in eligible.values() if b.is_default_for(op, dev.arch)),
                       key=lambda b: (-b.priority, b.name))
     for b in defaults:
         if all(b.name != n for n, _ in chain):

@@ -1,0 +1,1 @@
+"""Testing aids shared by the test suite, ``xvendor check`` and users' own kernel tests."""
