@@ -101,6 +101,12 @@ def check_bias(op: str, bias, shape: tuple, in_dtype, out_dtype, ref: torch.Tens
     check_same_device(op, "a", ref, bias=bias)
 
 
+def needs_grad(ctx, n: int) -> tuple:
+    """``ctx.needs_input_grad`` padded to ``n``: traced calls may pass fewer than all args."""
+    flags = tuple(ctx.needs_input_grad)
+    return (flags + (False,) * n)[:n]
+
+
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """The accumulation dtype for ``dtype``: fp32 for half types, else itself."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..registry import decide, fall_back, shape_aware
-from ._common import (FAST_DTYPES, ArgumentError, acc_dtype, check_bias, check_float, check_out_dtype,
+from ._common import (FAST_DTYPES, ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
                       check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
 
 OP = "gemm"
@@ -63,10 +63,11 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
+    need_a, need_b, need_bias = needs_grad(ctx, 3)
     g = grad.to(a.dtype)
-    ga = gemm(g, b.t(), backend=ctx.backend) if ctx.needs_input_grad[0] else None
-    gb = gemm(a.t(), g, backend=ctx.backend) if ctx.needs_input_grad[1] else None
-    gbias = grad.sum(0, dtype=acc_dtype(grad.dtype)).to(ctx.bias_dtype) if ctx.needs_input_grad[2] else None
+    ga = gemm(g, b.t(), backend=ctx.backend) if need_a else None
+    gb = gemm(a.t(), g, backend=ctx.backend) if need_b else None
+    gbias = grad.sum(0, dtype=acc_dtype(grad.dtype)).to(ctx.bias_dtype) if need_bias else None
     return ga, gb, gbias, None, None
 
 
@@ -89,4 +90,5 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
             return dec.kernel(a, b, bias, out_dtype)
         except Exception as e:
             return fall_back(dec, (a, b, bias, out_dtype), e)
+    check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     return gemm_op(a, b, bias, out_dtype, backend)

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._common import (ArgumentError, acc_dtype, check_bias, check_float, check_out_dtype,
+from ._common import (ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
                       check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
 
 OP = "grouped_mm"
@@ -156,7 +156,7 @@ def _group_sum_rows(g: Tensor, offs: Tensor) -> Tensor:
 def _backward(ctx, grad):
     a, b, offs = ctx.saved_tensors
     g = grad.to(a.dtype)
-    need_a, need_b, _, need_bias = ctx.needs_input_grad[:4]
+    need_a, need_b, _, need_bias = needs_grad(ctx, 4)
     layout, kw = (a.dim(), b.dim()), {"backend": ctx.backend}
     ga = gb = gbias = None
     if layout == (2, 3):  # out[rows g] = a[rows g] @ b[g]
@@ -194,4 +194,5 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
         check(a, b, offs, bias, out_dtype)
         check_offs_values(a, b, offs)
         return decide_and_run(OP, a, backend, (a, b, offs, bias, out_dtype), shape_class)
+    check(a, b, offs, bias, out_dtype)  # our errors, also at trace time
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._common import (ArgumentError, acc_dtype, check_float, check_same_device, check_tensor,
+from ._common import (ArgumentError, acc_dtype, needs_grad, check_float, check_same_device, check_tensor,
                       decide_and_run, eager_fast)
 
 OP = "rms_norm"
@@ -61,6 +61,7 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad):
     # d/dx of x*r*w with r = rsqrt(mean(x^2)+eps): r * (gw - xhat * mean(gw * xhat))
     x, weight = ctx.saved_tensors
+    need_x, need_weight = needs_grad(ctx, 2)
     acc = acc_dtype(x.dtype)
     dims = tuple(range(-(weight.dim() if weight is not None else 1), 0))
     xf, gf = x.to(acc), grad.to(acc)
@@ -69,11 +70,11 @@ def _backward(ctx, grad):
     gw = gf * weight.to(acc) if weight is not None else gf
     gx = r * (gw - xhat * (gw * xhat).mean(dim=dims, keepdim=True))
     gweight = None
-    if weight is not None and ctx.needs_input_grad[1]:
+    if weight is not None and need_weight:
         lead = tuple(range(x.dim() - weight.dim()))
         gweight = (gf * xhat).sum(dim=lead) if lead else gf * xhat
         gweight = gweight.to(weight.dtype)
-    return gx.to(x.dtype) if ctx.needs_input_grad[0] else None, gweight, None, None
+    return gx.to(x.dtype) if need_x else None, gweight, None, None
 
 
 rms_norm_op.register_autograd(_backward, setup_context=_setup)
@@ -85,4 +86,5 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     if eager_fast(x, weight):
         check(x, weight, eps)
         return decide_and_run(OP, x, backend, (x, weight, eps))
+    check(x, weight, eps)  # our errors, also at trace time
     return rms_norm_op(x, weight, eps, backend)

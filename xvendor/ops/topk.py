@@ -66,4 +66,5 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     if eager_fast(x):
         check(x, k, dim)
         return decide_and_run(OP, x, backend, (x, k, dim, largest, sorted))
+    check(x, k, dim)  # our errors, also at trace time
     return topk_op(x, k, dim, largest, sorted, backend)

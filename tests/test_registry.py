@@ -1,0 +1,202 @@
+"""Selection order, explicit requests, fallback, evidence rule, entry-point plugins."""
+
+import sys
+import types
+import warnings
+from importlib.metadata import EntryPoint
+
+import pytest
+import torch
+
+import xvendor
+from xvendor import devices, reference, registry
+
+pytestmark = pytest.mark.l0
+
+
+def _install_backend(name, kernels, **record):
+    """Register a real CPU backend whose kernels live in a real (in-memory) module."""
+    mod = types.ModuleType(f"xvendor_test_{name}")
+    mod.KERNELS = kernels
+    mod.CALLS = []
+    sys.modules[mod.__name__] = mod
+    fields = dict(ops={"gemm"}, device_types={"cpu"})
+    fields.update(record)
+    xvendor.register(registry.Backend(name=name, module=mod.__name__, **fields))
+    return mod
+
+
+def _counting(mod, fn):
+    def wrapped(*args):
+        mod.CALLS.append(args)
+        return fn(*args)
+    return wrapped
+
+
+def _ab():
+    return torch.randn(8, 4), torch.randn(4, 6)
+
+
+def test_reference_is_the_default_on_cpu():
+    a, b = _ab()
+    dec = xvendor.explain("gemm", a, b)
+    assert dec.backend == "aten" and dec.fallbacks == ()
+
+
+def test_available_but_not_default_is_passed_over_with_reason():
+    _install_backend("alt", {"gemm": reference.gemm})
+    dec = xvendor.explain("gemm", *_ab())
+    assert dec.backend == "aten"
+    assert "not the default for cpu" in dec.passed_over["alt"]
+
+
+def test_default_needs_evidence():
+    with pytest.raises(ValueError, match="gives no evidence"):
+        registry.Backend(name="x", module="m", ops={"gemm"}, device_types={"cpu"},
+                         defaults={"gemm": {"cpu"}})
+    with pytest.raises(ValueError, match="unknown ops"):
+        registry.Backend(name="x", module="m", ops={"conv"}, device_types={"cpu"})
+    with pytest.raises(ValueError, match="must match"):
+        registry.Backend(name="Bad Name", module="m", ops={"gemm"}, device_types={"cpu"})
+
+
+def test_default_with_evidence_is_chosen_and_falls_back_to_reference():
+    mod = _install_backend("fast", {}, defaults={"gemm": {"cpu"}}, evidence="measured", priority=5)
+    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+    a, b = _ab()
+    dec = xvendor.explain("gemm", a, b)
+    assert (dec.backend, dec.fallbacks) == ("fast", ("aten",))
+    torch.testing.assert_close(xvendor.gemm(a, b), a @ b)
+    assert len(mod.CALLS) == 1  # the chosen kernel really ran
+
+
+@pytest.mark.parametrize("how", ["argument", "context", "env"])
+def test_explicit_request_paths(how, monkeypatch):
+    mod = _install_backend("alt", {})
+    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+    a, b = _ab()
+    if how == "argument":
+        xvendor.gemm(a, b, backend="alt")
+    elif how == "context":
+        with xvendor.use_backend("alt"):
+            xvendor.gemm(a, b)
+    else:
+        monkeypatch.setenv("XVENDOR_BACKEND", "alt")
+        registry.reset()  # NOTE [env read once]
+        xvendor.gemm(a, b)
+    assert len(mod.CALLS) == 1
+
+
+def test_argument_beats_context():
+    mod = _install_backend("alt", {})
+    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+    with xvendor.use_backend("alt"):
+        xvendor.gemm(*_ab(), backend="aten")
+    assert mod.CALLS == []
+
+
+def test_unknown_explicit_backend_lists_the_registered_ones():
+    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend named 'nope'.*'aten'"):
+        xvendor.gemm(*_ab(), backend="nope")
+
+
+def test_explicit_backend_that_cannot_serve_raises_with_reason():
+    _install_backend("gpuonly", {"gemm": reference.gemm}, device_types={"cuda"})
+    with pytest.raises(xvendor.BackendUnavailable, match="does not run on cpu devices"):
+        xvendor.gemm(*_ab(), backend="gpuonly")
+    _install_backend("noprobe", {"gemm": reference.gemm},
+                     probe="xvendor_no_such_module:probe")
+    with pytest.raises(xvendor.BackendUnavailable, match="probe .* raised ModuleNotFoundError"):
+        xvendor.gemm(*_ab(), backend="noprobe")
+    _install_backend("f32only", {"gemm": reference.gemm}, dtypes={torch.float32})
+    with pytest.raises(xvendor.BackendUnavailable, match="does not take torch.float16"):
+        xvendor.gemm(*(t.half() for t in _ab()), backend="f32only")
+
+
+def test_explicit_only_device_types():
+    _install_backend("sycl_like", {"gemm": reference.gemm}, device_types={"xpu"},
+                     explicit_device_types={"cpu"}, defaults={"gemm": {"*"}}, evidence="test")
+    a, b = _ab()
+    assert xvendor.explain("gemm", a, b).backend == "aten"  # never automatic on cpu
+    assert xvendor.explain("gemm", a, b, backend="sycl_like").backend == "sycl_like"
+
+
+def test_failing_automatic_choice_warns_once_falls_back_and_is_not_chosen_again():
+    def broken(*args):
+        mod.CALLS.append(args)
+        raise RuntimeError("kernel exploded")
+
+    mod = _install_backend("flaky", {"gemm": broken}, defaults={"gemm": {"cpu"}},
+                           evidence="test", priority=5)
+    a, b = _ab()
+    with pytest.warns(UserWarning, match="'flaky' failed .* falling back to 'aten'.*exploded"):
+        out = xvendor.gemm(a, b)
+    torch.testing.assert_close(out, a @ b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(xvendor.gemm(a, b), a @ b)  # no second warning
+    assert len(mod.CALLS) == 1
+    dec = xvendor.explain("gemm", a, b)
+    assert dec.backend == "aten" and "failed earlier" in dec.passed_over["flaky"]
+
+
+def test_failing_explicit_choice_raises_the_kernel_error():
+    _install_backend("flaky", {"gemm": lambda *a: (_ for _ in ()).throw(RuntimeError("boom"))})
+    with pytest.raises(RuntimeError, match="boom"):
+        xvendor.gemm(*_ab(), backend="flaky")
+
+
+def test_tuned_winner_beats_the_default():
+    mod = _install_backend("tuned", {})
+    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+    seen = []
+
+    def lookup(op, dev, dtype, shape_class):
+        seen.append(shape_class)
+        return "tuned" if op == "gemm" else None
+
+    registry.set_tuned_lookup(lookup)
+    a, b = _ab()
+    xvendor.gemm(a, b)
+    assert len(mod.CALLS) == 1
+    assert seen and seen[0][:3] == (8, 6, 4)  # (M bucket, N, K): the tuner's shape class
+
+
+def test_decisions_are_cached():
+    a, b = _ab()
+    xvendor.gemm(a, b)
+    n = len(registry._registry.decisions)
+    for _ in range(5):
+        xvendor.gemm(a, b)
+    assert len(registry._registry.decisions) == n
+
+
+def test_broken_entry_point_is_reported_not_fatal(monkeypatch):
+    good = EntryPoint("goodone", "tests_plugin_target:make", "xvendor.backends")
+    bad = EntryPoint("broken", "xvendor_missing_plugin_module:backend", "xvendor.backends")
+    target = types.ModuleType("tests_plugin_target")
+    target.make = lambda: registry.Backend(name="goodone", module="xvendor.reference",
+                                           ops={"topk"}, device_types={"cpu"})
+    monkeypatch.setitem(sys.modules, "tests_plugin_target", target)
+    import importlib.metadata as md
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [good, bad])
+    registry._registry.plugins_loaded = False
+    with pytest.warns(UserWarning, match="'broken'.*failed to load"):
+        names = registry.backends()
+    assert "goodone" in names
+    assert "ModuleNotFoundError" in registry.plugin_problems()["broken"]
+    x = torch.randn(3, 7)
+    assert xvendor.explain("topk", x, 2, backend="goodone").backend == "goodone"
+
+
+def test_explain_on_hypothetical_arch():
+    dec = xvendor.explain("grouped_mm", torch.randn(4, 8), torch.randn(2, 8, 3),
+                          torch.tensor([1, 4], dtype=torch.int32), arch="gfx950")
+    assert dec.device.arch == "gfx950" and dec.device.device.type == "cuda"
+    assert "aten" in str(dec)
+
+
+def test_reference_cannot_be_unregistered():
+    with pytest.raises(ValueError, match="cannot be removed"):
+        registry.unregister("aten")
+    assert devices.detect("cpu").arch == "cpu"
