@@ -250,11 +250,6 @@ def set_tuned_lookup(fn: Callable | None) -> None:
     _registry.decisions.clear()
 
 
-def shape_aware() -> bool:
-    """Whether decisions depend on the shape class (only when a tuned lookup is installed)."""
-    return _registry.tuned_lookup is not None
-
-
 def reset() -> None:
     """Forget cached decisions, failures, probes and re-read ``XVENDOR_BACKEND``/``XVENDOR_ARCH``.
 
@@ -327,15 +322,20 @@ def _failed_reason(name, op, dev, dtype) -> str | None:
     return f"failed earlier in this process on this device: {err}" if err else None
 
 
-def decide(op: str, device: torch.device, dtype: torch.dtype, shape_class,
-           requested: str | None) -> Decision:
-    """Cached ``select``: the hot path of every op (one context-var read, one dict lookup)."""
+def decide(op: str, device: torch.device, dtype: torch.dtype, requested: str | None = None,
+           shape_class_fn: Callable | None = None, args: tuple = ()) -> Decision:
+    """Cached ``select``: the hot path of every op (one context-var read, one dict lookup).
+
+    The shape class (``shape_class_fn(*args)``) is computed only while a tuned-winner lookup
+    is installed: without one no decision depends on shape, and the hot path skips it.
+    """
     if requested is None:
         requested = _requested.get() or _registry.env_backend
-    key = (op, device, dtype, shape_class, requested)
+    sc = shape_class_fn(*args) if _registry.tuned_lookup is not None and shape_class_fn else None
+    key = (op, device, dtype, sc, requested)
     dec = _registry.decisions.get(key)
     if dec is None:
-        dec = select(op, device_info(device), dtype, shape_class, requested)
+        dec = select(op, device_info(device), dtype, sc, requested)
         dec.kernel = _registry.kernel(dec.backend, op)
         _registry.decisions[key] = dec
     return dec

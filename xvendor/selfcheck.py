@@ -66,7 +66,7 @@ def run(device: torch.device, dtypes=DTYPES, seed: int = 0) -> list[Result]:
             out_dtype = kwargs.get("out_dtype", dtype)
             tol = oracle.TOLERANCE[out_dtype]
             try:
-                backend = registry.decide(op, torch.device(device), dtype, None, None).backend
+                backend = registry.decide(op, torch.device(device), dtype).backend
             except Exception as e:
                 backend = f"<{type(e).__name__}>"
             try:

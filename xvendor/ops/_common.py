@@ -118,11 +118,9 @@ def pow2_bucket(n: int) -> int:
 
 
 def decide_and_run(op: str, ref: torch.Tensor, backend, args: tuple, shape_class_fn=None):
-    """Choose the backend (cached) for ``ref``'s device and dtype and run it.
-
-    The shape class is computed only while a tuned-winner lookup is installed: without
-    one, no decision depends on shape, and the hot path skips the work.
-    """
-    sc = shape_class_fn(*args) if shape_class_fn is not None and registry.shape_aware() else None
-    dec = registry.decide(op, ref.device, ref.dtype, sc, backend)
-    return registry.run(dec, args)
+    """Choose the backend (cached) for ``ref``'s device and dtype and run it."""
+    dec = registry.decide(op, ref.device, ref.dtype, backend, shape_class_fn, args)
+    try:
+        return dec.kernel(*args)
+    except Exception as e:
+        return registry.fall_back(dec, args, e)

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..registry import decide, fall_back, shape_aware
+from ..registry import decide, fall_back
 from ._common import (FAST_DTYPES, ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
                       check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
 
@@ -84,8 +84,7 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
         if not (len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and dt in FAST_DTYPES
                 and b.dtype is dt and bias is None and out_dtype is None and b.device == dev):
             check(a, b, bias, out_dtype)
-        sc = shape_class(a, b, bias, out_dtype) if shape_aware() else None
-        dec = decide(OP, dev, dt, sc, backend)
+        dec = decide(OP, dev, dt, backend, shape_class, (a, b, bias, out_dtype))
         try:
             return dec.kernel(a, b, bias, out_dtype)
         except Exception as e:
