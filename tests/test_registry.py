@@ -200,3 +200,9 @@ def test_reference_cannot_be_unregistered():
     with pytest.raises(ValueError, match="cannot be removed"):
         registry.unregister("aten")
     assert devices.detect("cpu").arch == "cpu"
+
+
+def test_no_eligible_backend_raises_with_every_reason():
+    info = devices.DeviceInfo(torch.device("cpu"), "cpu", "cpu", "host", 1, devices.ARCHS["cpu"])
+    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend can run.*aten: does not take torch.int32"):
+        registry.select("gemm", info, torch.int32)

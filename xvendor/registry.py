@@ -117,7 +117,7 @@ class Backend:
 
 _BUILTIN = (
     Backend(name="aten", module="xvendor.reference", ops=OPS,
-            device_types={"cpu", "cuda", "xpu", "meta"},
+            device_types={"cpu", "cuda", "xpu", "mps", "meta"},
             dtypes=FLOAT_DTYPES | {torch.float64}, defaults={op: {"*"} for op in OPS},
             evidence="the reference: correct everywhere; cuBLAS/hipBLASLt/oneDNN behind it",
             priority=-100),
@@ -307,8 +307,12 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
     for b in defaults:
         if all(b.name != n for n, _ in chain):
             chain.append((b.name, f"default for {dev.arch}: {b.evidence}"))
-    if all(n != REFERENCE for n, _ in chain):  # the reference is always the last resort
+    if REFERENCE in eligible and all(n != REFERENCE for n, _ in chain):
         chain.append((REFERENCE, "reference (no other backend is a default here)"))
+    if not chain:
+        raise BackendUnavailable(f"xvendor.{op}: no backend can run on {dev.device} "
+                                 f"({dev.arch}, {dtype}): " + "; ".join(
+                                     f"{n}: {why}" for n, why in sorted(passed.items())))
     for name in eligible:
         if all(name != n for n, _ in chain):
             passed[name] = (f"available, but not the default for {dev.arch} and not a tuned "
