@@ -7,13 +7,17 @@
     with xvendor.use_backend("aten"): ...             # explicit request (or XVENDOR_BACKEND)
 """
 
+from . import devices
 from .devices import detect
+from .events import Event
 from .explain import explain
+from .mempool import MemPool, use_mem_pool
 from .ops import ArgumentError, gemm, grouped_mm, rms_norm, set_fast_path, topk
 from .registry import Backend, BackendUnavailable, backends, register, use_backend
+from .weight_channel import WeightChannel
 
 __version__ = "0.1.0"
 
-__all__ = ["ArgumentError", "Backend", "BackendUnavailable", "backends", "detect", "explain",
-           "gemm", "grouped_mm", "register", "rms_norm", "set_fast_path", "topk",
-           "use_backend"]
+__all__ = ["ArgumentError", "Backend", "BackendUnavailable", "Event", "MemPool", "WeightChannel",
+           "backends", "detect", "devices", "explain", "gemm", "grouped_mm", "register",
+           "rms_norm", "set_fast_path", "topk", "use_backend", "use_mem_pool"]
