@@ -6,6 +6,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.xvendor-installed
 # Some machines cap pip at torch<=2.14.1 through a global pip config; xvendor needs 2.15.
 export PIP_CONFIG_FILE := /dev/null
+# Tiers `make test` runs (a CI cell passes its own: make test TIERS=l0,l2).
+TIERS  ?= l0,l1
 
 .PHONY: check test install clean
 
@@ -20,8 +22,10 @@ $(STAMP): pyproject.toml
 check: $(STAMP)
 	$(VENV)/bin/xvendor check
 
+# Through `xvendor ci run`: pytest's own output, then JUnit XML and the matrix report
+# (Markdown, HTML) in build/ci-report. Fails on any failed test, and when no test ran.
 test: $(STAMP)
-	$(PY) -m pytest -m "l0 or l1" $(PYTEST_ARGS)
+	$(VENV)/bin/xvendor ci run --tier $(TIERS) --report build/ci-report -- $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,4 +1,7 @@
-"""Shared fixtures. Tiers are pytest markers (l0/l1/l2) registered in pyproject.toml."""
+"""Shared fixtures. Tiers are pytest markers (l0/l1/l2) registered in pyproject.toml and by
+the xvendor.testing plugin (loaded through its pytest11 entry point)."""
+
+pytest_plugins = ["pytester"]
 
 import pytest
 import torch

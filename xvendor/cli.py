@@ -1,4 +1,4 @@
-"""``xvendor`` command line: ``check`` (the main job), ``info``, ``explain``.
+"""``xvendor`` command line: ``check`` (the main job), ``info``, ``explain``, ``ci``.
 
 ``xvendor check`` prints the devices, the dispatch table (op x device -> backend and why,
 for the present devices and, as a dry run, for the archs xvendor targets), runs every op
@@ -171,6 +171,38 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_ci_matrix(args) -> int:
+    from .ci import matrix as ci_matrix
+    mx = ci_matrix.load(args.file)
+    cells = mx.affected(args.changed) if args.changed is not None else list(mx.cells)
+    print(ci_matrix.emit(cells, args.format))
+    return 0
+
+
+def cmd_ci_run(args) -> int:
+    from .ci import run as ci_run
+    tiers = [t for t in args.tier.split(",") if t] if args.tier else None
+    return ci_run.run(tiers, args.report, args.path, args.file, args.pytest_args)
+
+
+def _add_ci(sub) -> None:
+    ci = sub.add_parser("ci", help="the multi-vendor CI matrix and tier runner")
+    ci_sub = ci.add_subparsers(dest="ci_command", required=True)
+    m = ci_sub.add_parser("matrix", help="emit the runner matrix from ci/matrix.toml")
+    m.add_argument("--format", choices=["github", "gitlab", "json"], default="json")
+    m.add_argument("--changed", nargs="*", metavar="PATH",
+                   help="only the cells these changed files affect (path rules in the file)")
+    m.add_argument("--file", default="ci/matrix.toml")
+    m.set_defaults(fn=cmd_ci_matrix)
+    r = ci_sub.add_parser("run", help="run the tiers this machine can run; JUnit + report")
+    r.add_argument("--tier", help="comma-separated tiers (default: l0,l1, plus l2 with a GPU)")
+    r.add_argument("--report", default="build/ci-report", help="folder for junit.xml, report.*")
+    r.add_argument("--path", default="tests", help="the tests to run")
+    r.add_argument("--file", default="ci/matrix.toml")
+    r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    r.set_defaults(fn=cmd_ci_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xvendor", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -187,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"])
     e.add_argument("--backend", help="ask about an explicit request")
     e.set_defaults(fn=cmd_explain)
+    _add_ci(sub)
     return p
 
 
@@ -194,7 +227,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except registry.BackendUnavailable as e:
+    except (registry.BackendUnavailable, ValueError) as e:  # MatrixError is a ValueError
         print(f"xvendor: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,85 @@
+"""The xvendor.testing pytest plugin, exercised in throwaway projects with pytester."""
+
+import pytest
+
+pytestmark = pytest.mark.l0
+
+TESTS = """
+import pytest
+
+@pytest.mark.l0
+def test_logic(): pass
+
+@pytest.mark.l1
+def test_toolchain(): pass
+
+@pytest.mark.l2
+def test_hardware(): pass
+
+def test_unmarked(): pass
+
+@pytest.mark.requires_vendor("amd")
+def test_amd(): pass
+
+@pytest.mark.requires_arch("gfx950")
+def test_gfx950_logic(): pass
+
+@pytest.mark.l2
+@pytest.mark.requires_arch("gfx950")
+def test_gfx950_hardware(): pass
+
+@pytest.mark.requires_toolchain("no-such-toolchain-xyz")
+def test_missing_toolchain(): pass
+
+def test_device(device):
+    assert device.type == "cpu"
+"""
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makepyfile(test_sample=TESTS)
+    return pytester
+
+
+def test_markers_are_registered(project):
+    out = project.runpytest("--markers").stdout.str()
+    for name in ("l0:", "l1:", "l2:", "requires_vendor(", "requires_arch(", "requires_toolchain("):
+        assert name in out
+    project.runpytest("--strict-markers").assert_outcomes(passed=5, skipped=7)
+
+
+def test_every_skip_says_what_is_missing(project):
+    result = project.runpytest("-rs")
+    text = result.stdout.str()
+    assert "needs a amd GPU; present: no accelerator" in text
+    assert "needs a device of arch gfx950; present: no accelerator" in text
+    assert "needs toolchain no-such-toolchain-xyz (not installed)" in text
+    assert "needs a CUDA GPU" in text or "needs a CUDA build of torch" in text
+    assert "needs a ROCm build of torch" in text
+    assert "needs an Intel XPU device" in text
+
+
+def test_device_fixture_is_parametrised_over_vendor_families(project):
+    out = project.runpytest("--collect-only", "-q").stdout.str()
+    for kind in ("cpu", "cuda", "rocm", "xpu"):
+        assert f"test_device[{kind}]" in out
+
+
+def test_tier_selection(project):
+    result = project.runpytest("--xv-tier", "l1,l2", "-q")
+    result.assert_outcomes(passed=2, skipped=1, deselected=9)  # the gfx950 l2 test skips
+    result = project.runpytest("--xv-tier", "l0", "-q", "-k", "logic or unmarked")
+    result.assert_outcomes(passed=2, skipped=1, deselected=9)  # -k deselects as well
+
+
+def test_unknown_tier_is_a_usage_error(project):
+    result = project.runpytest("--xv-tier", "l9")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown tiers ['l9']" in result.stderr.str()
+
+
+def test_dry_run_arch_satisfies_requires_arch_below_l2_only(project):
+    result = project.runpytest("--xv-arch", "gfx950", "-q", "-k", "gfx950", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert "needs a device of arch gfx950" in result.stdout.str()  # the l2 one still skips

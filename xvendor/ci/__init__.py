@@ -1,0 +1,1 @@
+"""The multi-vendor CI matrix (matrix.py) and the tier runner (run.py)."""
