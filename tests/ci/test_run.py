@@ -23,6 +23,7 @@ def test_example_consumer_passes_with_the_plugin_and_leaves_reports(tmp_path):
     proc = _ci_run(CONSUMER, "--tier", "l0,l1", "--report", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed, 4 skipped, 1 deselected" in proc.stdout
+    assert proc.stdout.rstrip().endswith("xvendor: 3 passed, 0 failed, 4 skipped")
     results = ci_run.parse_junit(tmp_path / "junit.xml")
     assert (results["l0"].passed, results["l0"].failed, results["l0"].skipped) == (2, 0, 4)
     assert (results["l1"].passed, results["l1"].skipped) == (1, 0)

@@ -157,4 +157,6 @@ def run(tiers: list[str] | None, report_dir: str, test_path: str = "tests",
     print(f"xvendor ci run: report in {out}/report.md, {out}/report.html, JUnit {junit}")
     if rc == 5:
         print("xvendor ci run: no test ran: that is a failure", file=sys.stderr)
+    totals = [sum(getattr(r, k) for r in results.values()) for k in ("passed", "failed", "skipped")]
+    print("xvendor: {} passed, {} failed, {} skipped".format(*totals), flush=True)  # last line
     return rc
