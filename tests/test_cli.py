@@ -62,3 +62,20 @@ def test_explain_cli(capsys):
     assert cli.main(["explain", "grouped_mm", "--arch", "gfx950"]) == 0
     assert "gfx950" in capsys.readouterr().out
     assert cli.main(["explain", "gemm", "--backend", "nope"]) == 2
+
+
+def test_toolchain_sections_count_in_the_verdict(monkeypatch, capsys):
+    mod = types.ModuleType("xvendor_test_sections")
+    mod.good = lambda: [{"target": "gfx950", "ok": True}]
+    mod.bad = lambda: [{"target": "gfx1250", "ok": False, "reason": "spills"}]
+    mod.broken = lambda: 1 / 0
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(cli, "CHECK_SECTIONS", [("Good", f"{mod.__name__}:good")])
+    assert cli.main(["check"]) == 0
+    monkeypatch.setattr(cli, "CHECK_SECTIONS", [("Good", f"{mod.__name__}:good"),
+                                                ("Bad", f"{mod.__name__}:bad")])
+    assert cli.main(["check"]) == 1
+    assert "failed sections: ['Bad']" in capsys.readouterr().out
+    monkeypatch.setattr(cli, "CHECK_SECTIONS", [("Broken", f"{mod.__name__}:broken")])
+    rep = cli.check_report()
+    assert not rep["ok"] and "ZeroDivisionError" in rep["sections"]["Broken"][0]["error"]

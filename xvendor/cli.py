@@ -22,6 +22,9 @@ from . import devices, registry, selfcheck
 from .explain import dispatch_table
 
 DRY_RUN_ARCHS = ("gfx950", "gfx1250", "gfx942", "sm_90", "pvc")
+# Toolchain sections of `xvendor check`, as data: (title, "module:function"). Each function
+# returns a list of row dicts with an "ok" key; a section that raises counts as failed.
+CHECK_SECTIONS: list[tuple[str, str]] = []
 _DISTRIBUTIONS = ("torch", "triton", "flydsl", "ziglang", "dpctl", "intel-sycl-rt",
                   "intel-opencl-rt", "numpy", "rich", "pytest", "hypothesis")
 
@@ -65,6 +68,7 @@ def _decision_row(dec: registry.Decision) -> dict:
 def check_report(dtypes=selfcheck.DTYPES) -> dict:
     present = [registry.device_info(d) for d in devices.present_devices()]
     results = [r for info in present for r in selfcheck.run(info.device, dtypes)]
+    sections = _run_sections()
     return {
         "devices": [_device_row(i) for i in present],
         "dispatch": [_decision_row(d) for d in dispatch_table(infos=present)],
@@ -73,8 +77,22 @@ def check_report(dtypes=selfcheck.DTYPES) -> dict:
         "backends": {name: registry._registry.unavailable_reason(b) or "available"
                      for name, b in registry.backends().items()},
         "correctness": [r.as_dict() for r in results],
-        "ok": all(r.ok for r in results),
+        "sections": sections,
+        "ok": all(r.ok for r in results) and all(row.get("ok", False)
+                                                  for rows in sections.values() for row in rows),
     }
+
+
+def _run_sections() -> dict[str, list[dict]]:
+    import importlib
+    found = {}
+    for title, target in CHECK_SECTIONS:
+        mod, _, fn = target.partition(":")
+        try:
+            found[title] = list(getattr(importlib.import_module(mod), fn)())
+        except Exception as e:  # a broken toolchain is a failed section, not a crash
+            found[title] = [{"ok": False, "error": f"{type(e).__name__}: {e}"}]
+    return found
 
 
 def _print_check(rep: dict, console: Console) -> None:
@@ -117,10 +135,20 @@ def _print_check(rep: dict, console: Console) -> None:
         backends = sorted({r["backend"] for r in by_dtype.values()})
         t.add_row(dev, op, case, ",".join(backends), *cells)
     console.print(t)
+    for title, rows in rep["sections"].items():
+        t = Table(title=title)
+        cols = list(dict.fromkeys(k for row in rows for k in row))
+        for col in cols:
+            t.add_column(col, overflow="fold")
+        for row in rows:
+            t.add_row(*[("[green]yes[/]" if row.get(c) else "[red]NO[/]") if c == "ok"
+                        else str(row.get(c, "")) for c in cols])
+        console.print(t)
     n_bad = sum(not r["ok"] for r in rep["correctness"])
+    bad_sections = [t for t, rows in rep["sections"].items() if not all(r.get("ok") for r in rows)]
     console.print("[bold green]xvendor check: PASS[/]" if rep["ok"] else
                   f"[bold red]xvendor check: FAIL[/] ({n_bad} of {len(rep['correctness'])} "
-                  "cases failed)")
+                  f"cases failed; failed sections: {bad_sections or 'none'})")
 
 
 def _console() -> Console:
