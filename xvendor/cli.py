@@ -24,7 +24,10 @@ from .explain import dispatch_table
 DRY_RUN_ARCHS = ("gfx950", "gfx1250", "gfx942", "sm_90", "pvc")
 # Toolchain sections of `xvendor check`, as data: (title, "module:function"). Each function
 # returns a list of row dicts with an "ok" key; a section that raises counts as failed.
-CHECK_SECTIONS: list[tuple[str, str]] = []
+CHECK_SECTIONS: list[tuple[str, str]] = [
+    ("Triton cross-compile of each target's default configs (static checks)",
+     "xvendor.tuning.compile_cli:summary_for_check"),
+]
 _DISTRIBUTIONS = ("torch", "triton", "flydsl", "ziglang", "dpctl", "intel-sycl-rt",
                   "intel-opencl-rt", "numpy", "rich", "pytest", "hypothesis")
 
@@ -248,13 +251,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--backend", help="ask about an explicit request")
     e.set_defaults(fn=cmd_explain)
     _add_ci(sub)
+    from .tuning import compile_cli  # light: imports triton only when a sweep runs
+    compile_cli.add_parser(sub)
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.fn(args)
+        return (getattr(args, "fn", None) or args.func)(args)
     except (registry.BackendUnavailable, ValueError) as e:  # MatrixError is a ValueError
         print(f"xvendor: {e}", file=sys.stderr)
         return 2

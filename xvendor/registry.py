@@ -121,6 +121,13 @@ _BUILTIN = (
             dtypes=FLOAT_DTYPES | {torch.float64}, defaults={op: {"*"} for op in OPS},
             evidence="the reference: correct everywhere; cuBLAS/hipBLASLt/oneDNN behind it",
             priority=-100),
+    Backend(name="triton", module="xvendor.triton.backend", ops={"gemm", "grouped_mm"},
+            device_types={"cuda"}, explicit_device_types={"cpu"},  # cpu: interpreter only
+            dtypes=FLOAT_DTYPES, defaults={"grouped_mm": {"gfx942", "gfx950", "gfx1250"}},
+            evidence="public numbers: torch's grouped_mm on ROCm is a slow per-group fallback, "
+                     "Triton grouped GEMM ~740-900 TFLOPS on MI355X (torch PR 194032); ATen "
+                     "(cuBLAS) stays the default on NVIDIA",
+            probe="xvendor.triton.backend:probe"),
 )
 REFERENCE = "aten"
 
