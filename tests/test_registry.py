@@ -159,7 +159,7 @@ def test_tuned_winner_beats_the_default():
     a, b = _ab()
     xvendor.gemm(a, b)
     assert len(mod.CALLS) == 1
-    assert seen and seen[0][:3] == (8, 6, 4)  # (M bucket, N, K): the tuner's shape class
+    assert seen and seen[0] == ("NN", 8, 6, 4, 0, "float32")  # the tuner's shape class
 
 
 def test_decisions_are_cached():

@@ -179,6 +179,7 @@ class _Registry:
         self.plugin_problems: dict[str, str] = {}
         self.plugins_loaded = False
         self.tuned_lookup: Callable | None = None
+        self.tuning_checked = False
         self.env_backend = os.environ.get("XVENDOR_BACKEND") or None
 
     def unavailable_reason(self, b: Backend) -> str | None:
@@ -346,6 +347,11 @@ def decide(op: str, device: torch.device, dtype: torch.dtype, requested: str | N
     key = (op, device, dtype, sc, requested)
     dec = _registry.decisions.get(key)
     if dec is None:
+        if not _registry.tuning_checked:  # first miss: tuned tables for a present chip?
+            _registry.tuning_checked = True
+            from .tuning import serve
+            serve.install_if_useful()
+            return decide(op, device, dtype, requested, shape_class_fn, args)
         dec = select(op, device_info(device), dtype, sc, requested)
         dec.kernel = _registry.kernel(dec.backend, op)
         _registry.decisions[key] = dec

@@ -113,8 +113,19 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def pow2_bucket(n: int) -> int:
-    """``n`` rounded up to a power of two (0 stays 0): the shape-class bucket for M."""
+    """``n`` rounded up to a power of two (0 stays 0): the bucket for group counts."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def m_bucket(m: int) -> int:
+    """M of a shape class: a power of two up to 256, then a multiple of 256 (NOTE [problem
+    key v1] in ``xvendor.tuning.problem``: token counts vary, tile choice barely does)."""
+    return pow2_bucket(m) if m <= 256 else -(-m // 256) * 256
+
+
+def operand_layout(t) -> str:
+    """"N" when the last dimension is contiguous, else "T" (a transposed view)."""
+    return "N" if t.dim() == 0 or t.stride(-1) == 1 else "T"
 
 
 def decide_and_run(op: str, ref: torch.Tensor, backend, args: tuple, shape_class_fn=None):

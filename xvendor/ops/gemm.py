@@ -14,7 +14,8 @@ from torch import Tensor
 
 from ..registry import decide, fall_back
 from ._common import (FAST_DTYPES, ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
-                      check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
+                      check_same_device, check_tensor, decide_and_run, eager_fast, m_bucket,
+                      operand_layout)
 
 OP = "gemm"
 
@@ -38,7 +39,9 @@ def check(a, b, bias, out_dtype) -> None:
 
 
 def shape_class(a, b, bias, out_dtype):
-    return (pow2_bucket(a.shape[0]), b.shape[1], a.shape[1], bias is not None, out_dtype)
+    """(layout, M bucket, N, K, groups, out dtype): what a tuned winner is keyed on."""
+    return (operand_layout(a) + operand_layout(b), m_bucket(a.shape[0]), b.shape[1],
+            a.shape[1], 0, str(out_dtype or a.dtype).removeprefix("torch."))
 
 
 @torch.library.custom_op("xvendor::gemm", mutates_args=())

@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from ._common import (ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
-                      check_same_device, check_tensor, decide_and_run, eager_fast, pow2_bucket)
+                      check_same_device, check_tensor, decide_and_run, eager_fast, m_bucket,
+                      operand_layout, pow2_bucket)
 
 OP = "grouped_mm"
 _RAGGED = {(2, 3): "rows of a", (3, 2): "columns of b", (2, 2): "K (columns of a)"}
@@ -118,9 +119,11 @@ def check_offs_values(a, b, offs) -> None:
 
 
 def shape_class(a, b, offs, bias, out_dtype):
-    groups, extent = _layout_sizes(a, b, offs)[:2]
-    return ((a.dim(), b.dim()), pow2_bucket(groups), pow2_bucket(extent),
-            a.shape[-1], b.shape[-1], bias is not None, out_dtype)
+    """(layout, M bucket, N, K, groups bucket, out dtype): what a tuned winner is keyed on."""
+    groups = _layout_sizes(a, b, offs)[0]
+    layout = f"{a.dim()}Dx{b.dim()}D:{operand_layout(a)}{operand_layout(b)}"
+    return (layout, m_bucket(a.shape[-2]), b.shape[-1], a.shape[-1], pow2_bucket(groups),
+            str(out_dtype or a.dtype).removeprefix("torch."))
 
 
 @torch.library.custom_op("xvendor::grouped_mm", mutates_args=())

@@ -16,24 +16,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..ops._common import m_bucket, pow2_bucket
+
 KEY_VERSION = 1
 
 
-def bucket_m(m: int) -> int:
-    if m <= 0:
-        return 0
-    if m <= 256:
-        return 1 << (m - 1).bit_length()
-    return -(-m // 256) * 256
-
-
-def bucket_groups(g: int) -> int:
-    return 1 << (g - 1).bit_length() if g > 0 else 0
-
-
-def operand_layout(t) -> str:
-    """"N" when the last dimension is contiguous, else "T" (a transposed view)."""
-    return "N" if t.dim() == 0 or t.stride(-1) == 1 else "T"
+# One source of truth for the buckets: the ops compute the same shape class on the hot path.
+bucket_m = m_bucket
+bucket_groups = pow2_bucket
 
 
 @dataclass(frozen=True)
@@ -65,24 +55,20 @@ class ProblemKey:
                    int(n), int(k), int(g), int(v))
 
 
-def _dt(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
+def from_shape_class(op: str, backend: str, arch: str, cus: int, product: str, dtype,
+                     shape_class: tuple) -> ProblemKey:
+    """The key of an op's shape class (``xvendor.ops.<op>.shape_class``)."""
+    layout, m, n, k, groups, out_dtype = shape_class
+    return ProblemKey(op, backend, arch, cus, product, str(dtype).removeprefix("torch."),
+                      out_dtype, layout, m, n, k, groups)
 
 
 def key_for(op: str, backend: str, arch: str, cus: int, product: str, args: tuple) -> ProblemKey:
     """The key of one call's arguments (as the ops pass them to kernels)."""
     if op == "gemm":
-        a, b, _bias, out_dtype = args
-        return ProblemKey(op, backend, arch, cus, product, _dt(a.dtype),
-                          _dt(out_dtype or a.dtype), operand_layout(a) + operand_layout(b),
-                          bucket_m(a.shape[0]), b.shape[1], a.shape[1])
-    if op == "grouped_mm":
-        a, b, offs, _bias, out_dtype = args
-        form = f"{a.dim()}Dx{b.dim()}D"
-        groups = offs.shape[0] if offs is not None else a.shape[0]
-        m = a.shape[-2] if a.dim() == 2 else a.shape[1]
-        return ProblemKey(op, backend, arch, cus, product, _dt(a.dtype),
-                          _dt(out_dtype or a.dtype),
-                          f"{form}:{operand_layout(a)}{operand_layout(b)}",
-                          bucket_m(m), b.shape[-1], a.shape[-1], bucket_groups(groups))
-    raise ValueError(f"tuning: op {op!r} has no problem key (tuned ops: gemm, grouped_mm)")
+        from ..ops.gemm import shape_class
+    elif op == "grouped_mm":
+        from ..ops.grouped_mm import shape_class
+    else:
+        raise ValueError(f"tuning: op {op!r} has no problem key (tuned ops: gemm, grouped_mm)")
+    return from_shape_class(op, backend, arch, cus, product, args[0].dtype, shape_class(*args))
