@@ -251,8 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--backend", help="ask about an explicit request")
     e.set_defaults(fn=cmd_explain)
     _add_ci(sub)
-    from .tuning import compile_cli  # light: imports triton only when a sweep runs
+    from .tuning import compile_cli, tune_cli  # light: toolchains load only when used
     compile_cli.add_parser(sub)
+    tune_cli.add_parser(sub)
     return p
 
 

@@ -1,0 +1,70 @@
+"""The tuning loop end to end on the CPU with a real tunable kernel: prune, rank, gate,
+time, store, serve."""
+
+import pytest
+import torch
+
+from xvendor import devices
+from xvendor.testing import cpu_tunable
+from xvendor.tuning import serve, tuner
+from xvendor.tuning.problem import key_for
+from xvendor.tuning.store import TuningStore
+
+pytestmark = pytest.mark.l0
+
+
+def test_tune_gates_times_stores_and_serves(tmp_path, monkeypatch):
+    monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
+    serve._stores.clear()
+    info = devices.detect("cpu")
+    gen = torch.Generator().manual_seed(0)
+    argsets = [(torch.randn(128, 128, generator=gen), torch.randn(128, 96, generator=gen), None, None)
+               for _ in range(3)]
+    key = key_for("gemm", "*", info.arch, info.cu_count, info.product, argsets[0])
+    store = TuningStore(info.arch, info.cu_count)
+    seen = []
+    res = tuner.tune("gemm", "cpublocked", cpu_tunable.TUNABLE, info, key, argsets, store,
+                     default_name="64x64", progress=seen.append)
+    rows = {r.name: r for r in res.rows}
+    assert rows["128x128_wrong"].status.startswith("gate failed")  # never timed
+    assert rows["128x128_wrong"].measured_us is None
+    assert rows["256x256"].status.startswith("pruned: tile larger than the problem")
+    timed = [r for r in res.rows if r.measured_us is not None]
+    assert len(timed) >= 4 and res.winner.measured_us == min(r.measured_us for r in timed)
+    assert res.default_us is not None and res.aten_us > 0
+    assert len(seen) == len([r for r in res.rows if r.predicted_us is not None])
+    # Served: the backend's own entry is the measured winner, with provenance.
+    fresh = TuningStore(info.arch, info.cu_count)
+    own = fresh.get(key.__class__(**{**key.__dict__, "backend": "cpublocked"}))
+    assert own.config_name == res.winner.name and own.measured
+    assert own.provenance["versions"]["torch"] == torch.__version__
+    star = fresh.get(key)
+    assert (star is not None) == (res.winner.measured_us < res.aten_us)
+
+
+def test_top_k_and_budget(tmp_path):
+    info = devices.detect("cpu")
+    argsets = [(torch.randn(128, 64), torch.randn(64, 128), None, None)]
+    key = key_for("gemm", "*", info.arch, info.cu_count, info.product, argsets[0])
+    store = TuningStore(info.arch, info.cu_count, tmp_path)
+    res = tuner.tune("gemm", "cpublocked", cpu_tunable.TUNABLE, info, key, argsets, store, top_k=2)
+    assert sum(r.status == "timed" or r.status.startswith("gate") for r in res.rows) == 2
+    res = tuner.tune("gemm", "cpublocked", cpu_tunable.TUNABLE, info, key, argsets, store, budget_s=0.0)
+    assert res.winner is None and any("time budget" in r.status for r in res.rows)
+
+
+def test_tune_cli_end_to_end(tmp_path, monkeypatch, capsys):
+    import xvendor
+    from xvendor import cli, registry
+    monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
+    serve._stores.clear()
+    xvendor.register(registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
+                                      ops={"gemm"}, device_types={"cpu"}))
+    rc = cli.main(["tune", "--shape", "gemm:128x96x128", "--dtype", "float32",
+                   "--backend", "cpublocked", "--top-k", "8"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "<- winner" in out and "gate failed" in out
+    info = devices.detect("cpu")
+    entries = TuningStore(info.arch, info.cu_count).entries
+    assert any("|cpublocked|" in k for k in entries)
+    assert cli.main(["tune"]) == 2  # nothing to tune is an error, not a silent success
