@@ -17,8 +17,8 @@ import os
 
 import torch
 
-__all__ = ["KERNELS", "gemm", "grouped_mm", "gemm_launch", "grouped_mm_launch", "probe",
-           "interpreting"]
+__all__ = ["KERNELS", "TUNABLE", "gemm", "grouped_mm", "gemm_launch", "grouped_mm_launch",
+           "probe", "interpreting"]
 
 # Tests set this to fill every output with NaN before the kernel writes it: proves the
 # kernel writes every element (zero tails included) rather than relying on allocation.
@@ -126,10 +126,72 @@ def gemm_launch(a, b, bias, out, cfg, backend_name):
     return _load().gemm_kernel, grid, args, kwargs
 
 
+_tuned_cache: dict = {}  # (device, op, shape class) -> Config or None
+
+
+def _tuned(op: str, args: tuple, backend_name):
+    """The tuned config for this problem on this chip (xvendor.tuning), or None.
+
+    Only on a GPU (the interpreter uses one fixed config) and only when a table exists for
+    the chip, so untuned runs never compute a shape class.
+    """
+    if backend_name is None:
+        return None
+    from ..tuning import serve
+    from .. import registry
+    device = args[0].device
+    info = registry.device_info(device)
+    store = serve.store_for(info)
+    if not (store.entries or store.any_cu):
+        return None
+    if op == "gemm":
+        from ..ops.gemm import shape_class
+    else:
+        from ..ops.grouped_mm import shape_class
+    sc = shape_class(*args)
+    key = (device, op, sc)
+    if key not in _tuned_cache:
+        from . import configs
+        w = serve.config_for("triton", op, info, args[0].dtype, sc)
+        _tuned_cache[key] = configs.Config(**w.config) if w is not None else None
+    return _tuned_cache[key]
+
+
+class _Tunable:
+    """xvendor.tuning's view of this backend: the arch's config space and one launch each."""
+
+    def candidates(self, op, info, key):
+        from ..tuning.sweep import sweep
+        from ..tuning.tuner import Candidate
+        recs = [r for r in sweep("triton", [info.arch], "all") if r.get("template") == op]
+        return [Candidate(r["config_name"], r["config"], r) for r in recs]
+
+    def run(self, op, config, args):
+        from . import configs
+        cfg = configs.Config(**config)
+        _, backend_name, programs = _launch_setup(args[0].device, op)
+        if op == "gemm":
+            a, b, bias, out_dtype = args
+            out = _empty((a.shape[0], b.shape[1]), out_dtype or a.dtype, a.device)
+            kernel, grid, largs, kwargs = gemm_launch(a, b, bias, out, cfg, backend_name)
+        else:
+            a, b, offs, bias, out_dtype = args
+            out = _empty(grouped_out_shape(a, b, offs), out_dtype or a.dtype, a.device)
+            kernel, grid, largs, kwargs = grouped_mm_launch(a, b, offs, bias, out, cfg,
+                                                            backend_name, programs)
+        if out.numel():
+            kernel[grid](*largs, **kwargs)
+        return out
+
+
+TUNABLE = _Tunable()
+
+
 def gemm(a, b, bias=None, out_dtype=None):
     out = _empty((a.shape[0], b.shape[1]), out_dtype or a.dtype, a.device)
     _check_size("gemm", a=a, b=b, out=out)
     cfg, backend_name, _ = _launch_setup(a.device, "gemm")
+    cfg = _tuned("gemm", (a, b, bias, out_dtype), backend_name) or cfg
     if out.numel() == 0:
         return out
     kernel, grid, args, kwargs = gemm_launch(a, b, bias, out, cfg, backend_name)
@@ -196,6 +258,7 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     out = _empty(grouped_out_shape(a, b, offs), out_dtype or a.dtype, a.device)
     _check_size("grouped_mm", a=a, b=b, out=out)
     cfg, backend_name, programs = _launch_setup(a.device, "grouped_mm")
+    cfg = _tuned("grouped_mm", (a, b, offs, bias, out_dtype), backend_name) or cfg
     if out.numel() == 0:
         return out
     kernel, grid, args, kwargs = grouped_mm_launch(a, b, offs, bias, out, cfg, backend_name,

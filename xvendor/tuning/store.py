@@ -99,9 +99,15 @@ class TuningStore:
         self.path = Path(directory or tuning_dir()) / _file_name(arch, cus)
         self.entries = {**read_table(SHIPPED / _file_name(arch, cus), arch, cus),
                         **read_table(self.path, arch, cus)}
+        # Predictions shipped for every CU count of this exact arch (keys with cus 0, "*").
+        self.any_cu = read_table(SHIPPED / f"{arch}-anycu.json", arch, 0)
 
     def get(self, key: ProblemKey) -> Winner | None:
-        return self.entries.get(str(key))
+        hit = self.entries.get(str(key))
+        if hit is None and self.any_cu:
+            generic = ProblemKey(**{**key.__dict__, "cus": 0, "product": "*"})
+            hit = self.any_cu.get(str(generic))
+        return hit
 
     def put(self, key: ProblemKey, winner: Winner) -> None:
         """Record ``winner`` for ``key``, merging with what other processes wrote meanwhile."""
