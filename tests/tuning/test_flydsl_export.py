@@ -1,0 +1,28 @@
+"""Tuned winners exported in FlyDSL's artifact format are accepted by FlyDSL's own loader."""
+
+import pytest
+
+from xvendor.tuning import flydsl_export
+
+pytestmark = [pytest.mark.l1, pytest.mark.requires_toolchain("flydsl")]
+
+
+def test_flydsl_loads_what_we_export(tmp_path):
+    from flydsl.autotune import Autotuner, Config
+
+    def grouped_gemm(a, b, M: int, N: int, BLOCK_M: int = 64, BLOCK_N: int = 64, **compile_opts):
+        return a
+
+    tuner = Autotuner(grouped_gemm, [Config(BLOCK_M=64, BLOCK_N=64)], ["M", "N"], 1, 1,
+                      artifact_name="xv-grouped-gemm")
+    ident = flydsl_export.identity("xv-grouped-gemm", {"M": 4096, "N": 7168},
+                                   "AMD Instinct MI355X", "gfx950", 256)
+    path = flydsl_export.write_artifact(tmp_path, "xv-grouped-gemm", ident,
+                                        {"BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8})
+    cfg = tuner._load_artifact((path, ident), ("a", "b", 4096, 7168), {})
+    assert cfg is not None, "FlyDSL refused the artifact (see its warning)"
+    assert cfg.all_kwargs()["BLOCK_M"] == 256 and cfg.num_warps == 8
+    wrong = flydsl_export.identity("xv-grouped-gemm", {"M": 4096, "N": 7168},
+                                   "AMD Instinct MI355X", "gfx942", 304)
+    assert Autotuner(grouped_gemm, [Config(BLOCK_M=64)], ["M", "N"], 1, 1,
+                     artifact_name="xv-grouped-gemm")._load_artifact((path, wrong), ("a", "b", 4096, 7168), {}) is None
