@@ -68,3 +68,23 @@ def test_tune_cli_end_to_end(tmp_path, monkeypatch, capsys):
     entries = TuningStore(info.arch, info.cu_count).entries
     assert any("|cpublocked|" in k for k in entries)
     assert cli.main(["tune"]) == 2  # nothing to tune is an error, not a silent success
+
+
+def test_capture_then_tune_from_the_capture_file(tmp_path, monkeypatch, capsys):
+    import xvendor
+    from xvendor import cli, registry
+    monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
+    monkeypatch.setenv("XVENDOR_TUNE", "capture")
+    monkeypatch.setenv("XVENDOR_TUNE_CAPTURE", str(tmp_path / "captured.json"))
+    serve._stores.clear()
+    serve._captured.clear()
+    registry._registry.tuning_checked = False
+    registry.reset()
+    xvendor.gemm(torch.randn(100, 64), torch.randn(64, 40))  # the "training run"
+    path = serve.write_capture()
+    monkeypatch.delenv("XVENDOR_TUNE")
+    xvendor.register(registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
+                                      ops={"gemm"}, device_types={"cpu"}))
+    assert cli.main(["tune", "--from", str(path), "--backend", "cpublocked"]) == 0
+    assert "gemm NN M~128 N=40 K=64" in capsys.readouterr().out
+    serve._captured.clear()
