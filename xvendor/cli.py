@@ -27,6 +27,10 @@ DRY_RUN_ARCHS = ("gfx950", "gfx1250", "gfx942", "sm_90", "pvc")
 CHECK_SECTIONS: list[tuple[str, str]] = [
     ("Triton cross-compile of each target's default configs (static checks)",
      "xvendor.tuning.compile_cli:summary_for_check"),
+    ("FlyDSL compile of each target's default configs (static checks; numerics unverified "
+     "without gfx950/gfx1250 hardware)", "xvendor.tuning.compile_cli:flydsl_summary_for_check"),
+    ("SYCL kernels on the OpenCL CPU device (run-time compiled)",
+     "xvendor.xpu.check:summary_for_check"),
 ]
 _DISTRIBUTIONS = ("torch", "triton", "flydsl", "ziglang", "dpctl", "intel-sycl-rt",
                   "intel-opencl-rt", "numpy", "rich", "pytest", "hypothesis")
@@ -76,7 +80,7 @@ def check_report(dtypes=selfcheck.DTYPES) -> dict:
         "devices": [_device_row(i) for i in present],
         "dispatch": [_decision_row(d) for d in dispatch_table(infos=present)],
         "dispatch_dry_run": [_decision_row(d) for d in dispatch_table(
-            infos=[devices.hypothetical(a) for a in DRY_RUN_ARCHS])],
+            infos=[devices.hypothetical(a) for a in DRY_RUN_ARCHS], dry_run=True)],
         "backends": {name: registry._registry.unavailable_reason(b) or "available"
                      for name, b in registry.backends().items()},
         "correctness": [r.as_dict() for r in results],
@@ -112,7 +116,8 @@ def _print_check(rep: dict, console: Console) -> None:
         t.add_row(name, status)
     console.print(t)
     for key, title in (("dispatch", "Dispatch (present devices, bf16)"),
-                       ("dispatch_dry_run", "Dispatch dry run (hypothetical devices, bf16)")):
+                       ("dispatch_dry_run", "Dispatch dry run (hypothetical devices, bf16; "
+                                            "availability on that hardware assumed)")):
         t = Table(title=title)
         for col in ("device", "arch", "op", "backend", "why", "fallbacks"):
             t.add_column(col, overflow="fold")
@@ -198,7 +203,7 @@ def cmd_explain(args) -> int:
     info = devices.hypothetical(args.arch) if args.arch else registry.device_info(
         torch.device(args.device))
     dtype = getattr(torch, args.dtype)
-    print(registry.select(args.op, info, dtype, None, args.backend))
+    print(registry.select(args.op, info, dtype, None, args.backend, dry_run=bool(args.arch)))
     return 0
 
 

@@ -24,7 +24,8 @@ def explain(op: str, *args, arch: str | None = None, backend: str | None = None,
     """The decision ``op(*args, **kwargs)`` would get, with the reasons for the rest.
 
     ``arch="gfx950"`` asks what would happen on a device of that arch (a dry run: the
-    tensors may live on the CPU). ``backend=`` asks about an explicit request; like the op,
+    tensors may live on the CPU; this machine's availability probes are not consulted).
+    ``backend=`` asks about an explicit request; like the op,
     it raises ``BackendUnavailable`` when that backend cannot serve the call.
     """
     if op not in _CHECKS:
@@ -33,11 +34,12 @@ def explain(op: str, *args, arch: str | None = None, backend: str | None = None,
     ref = args[0]
     info = devices.hypothetical(arch) if arch else registry.device_info(ref.device)
     requested = backend or registry._requested.get() or registry._registry.env_backend
-    return registry.select(op, info, ref.dtype, None, requested)
+    return registry.select(op, info, ref.dtype, None, requested, dry_run=bool(arch))
 
 
 def dispatch_table(ops=("gemm", "grouped_mm", "rms_norm", "topk"), dtypes=(torch.bfloat16,),
-                   infos=None) -> list[registry.Decision]:
+                   infos=None, dry_run: bool = False) -> list[registry.Decision]:
     """One decision per (device, op, dtype), for the present devices (or ``infos``)."""
     infos = infos or [registry.device_info(d) for d in devices.present_devices()]
-    return [registry.select(op, info, dt) for info in infos for op in ops for dt in dtypes]
+    return [registry.select(op, info, dt, dry_run=dry_run)
+            for info in infos for op in ops for dt in dtypes]

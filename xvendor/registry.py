@@ -16,6 +16,8 @@ NOTE [selection order] (DESIGN.md):
 An automatic choice that raises falls back to the next candidate and warns once; the
 failing (backend, op, device, dtype) is never chosen again in this process.
 Decisions are cached; the hot path is one dictionary lookup.
+
+The correctness gate for gated backends: NOTE [correctness gate] in ``xvendor.gate``.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from typing import Callable
 import torch
 
 from . import devices
+from .gate import Gate, GateFailure, compare as _compare  # noqa: F401 (re-exported)
 
-__all__ = ["Backend", "BackendUnavailable", "Decision", "register", "backends", "select",
-           "use_backend", "set_tuned_lookup", "reset", "plugin_problems"]
+__all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "register", "backends",
+           "select", "use_backend", "set_tuned_lookup", "reset", "plugin_problems"]
 
 OPS = frozenset({"gemm", "grouped_mm", "rms_norm", "topk"})
 FLOAT_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
@@ -54,6 +57,9 @@ class Backend:
     needs ``evidence`` (a measurement here, a recorded benchmark, or public numbers). ``explicit_device_types`` are device types served only on explicit request
     (e.g. SYCL kernels on CPU tensors through the CPU SYCL device). ``probe`` is
     ``"module:function"`` returning ``None`` when usable, else the reason it is not.
+    ``gate_identity`` (``"module:function"``, ``fn(op, device_info, dtype) -> str``) puts
+    the backend behind the correctness gate (NOTE [correctness gate]): the string names
+    the kernel (template, config, toolchain version) whose verdict is cached per arch.
     """
 
     name: str
@@ -68,6 +74,7 @@ class Backend:
     explicit_device_types: frozenset = frozenset()
     probe: str | None = None
     priority: int = 0  # among several defaults for one arch, higher is tried first
+    gate_identity: str | None = None  # "module:function"; set = checked on first use
 
     def __post_init__(self):
         for attr in ("ops", "device_types", "vendors", "archs", "dtypes",
@@ -94,7 +101,7 @@ class Backend:
                                  f"{sorted(archs - self.archs)} are not in its archs")
 
     def why_not(self, op: str, dev: devices.DeviceInfo, dtype: torch.dtype,
-                explicit: bool) -> str | None:
+                explicit: bool, dry_run: bool = False) -> str | None:
         """``None`` if this backend can serve the call, else the reason it cannot."""
         if op not in self.ops:
             return f"does not implement {op} (implements {', '.join(sorted(self.ops))})"
@@ -108,7 +115,9 @@ class Backend:
             return f"built for {', '.join(sorted(self.archs))}, not {dev.arch}"
         if dtype not in self.dtypes:
             return f"does not take {dtype} (takes {', '.join(sorted(map(str, self.dtypes)))})"
-        return _registry.unavailable_reason(self)
+        if dry_run:  # a hypothetical device: this machine's probes say nothing about it
+            return None
+        return _registry.unavailable_reason(self) or _gate.failed_reason(self, op, dev, dtype)
 
     def is_default_for(self, op: str, arch: str) -> bool:
         archs = self.defaults.get(op, ())
@@ -128,6 +137,19 @@ _BUILTIN = (
                      "Triton grouped GEMM ~740-900 TFLOPS on MI355X (torch PR 194032); ATen "
                      "(cuBLAS) stays the default on NVIDIA",
             probe="xvendor.triton.backend:probe"),
+    Backend(name="flydsl", module="xvendor.rocm.backend", ops={"gemm", "grouped_mm"},
+            device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
+            dtypes={torch.float16, torch.bfloat16},
+            defaults={"gemm": {"gfx950"}, "grouped_mm": {"gfx950"}},
+            evidence="public numbers on MI355X (gfx950): FlyDSL bf16 GEMM 1.19x Triton / "
+                     "1.15x ATen geomean (torch PR 190903); FlyDSL grouped GEMM ~900-1215 "
+                     "TFLOPS vs Triton ~740-900 (torch PR 194032). gfx1250: no public "
+                     "numbers, so no default there",
+            probe="xvendor.rocm.backend:probe", priority=10,
+            gate_identity="xvendor.rocm.backend:gate_identity"),
+    Backend(name="sycl", module="xvendor.xpu.backend", ops=OPS, device_types={"xpu"},
+            explicit_device_types={"cpu"},  # cpu: through the OpenCL CPU SYCL device
+            dtypes=FLOAT_DTYPES, probe="xvendor.xpu.backend:probe"),
 )
 REFERENCE = "aten"
 
@@ -258,6 +280,9 @@ def set_tuned_lookup(fn: Callable | None) -> None:
     _registry.decisions.clear()
 
 
+_gate = Gate(lambda name: _registry.backends.get(name))
+
+
 def reset() -> None:
     """Forget cached decisions, failures, probes and re-read ``XVENDOR_BACKEND``/``XVENDOR_ARCH``.
 
@@ -268,6 +293,7 @@ def reset() -> None:
     _registry.failed.clear()
     _registry.unavailable.clear()
     _registry.env_backend = os.environ.get("XVENDOR_BACKEND") or None
+    _gate.verdicts.clear()
     _device_info.clear()
     devices._detect_cached.cache_clear()
 
@@ -283,15 +309,20 @@ def device_info(device: torch.device) -> devices.DeviceInfo:
 
 
 def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=None,
-           requested: str | None = None) -> Decision:
-    """Choose the backend for one call (uncached; ``decide`` is the cached hot path)."""
+           requested: str | None = None, dry_run: bool = False) -> Decision:
+    """Choose the backend for one call (uncached; ``decide`` is the cached hot path).
+
+    ``dry_run`` (a hypothetical device of another arch): availability probes, earlier
+    failures and gate verdicts of this machine are not consulted; the rest of the rules are.
+    """
     table = backends()
     if requested is not None:
         b = table.get(requested)
         if b is None:
             raise BackendUnavailable(f"xvendor.{op}: no backend named {requested!r}. "
                                      f"Registered backends: {sorted(table)}")
-        why = b.why_not(op, dev, dtype, explicit=True) or _failed_reason(b.name, op, dev, dtype)
+        why = b.why_not(op, dev, dtype, True, dry_run) or (
+            None if dry_run else _failed_reason(b.name, op, dev, dtype))
         if why:
             raise BackendUnavailable(f"xvendor.{op}: backend {requested!r} was requested but "
                                      f"cannot run on {dev.device} ({dev.arch}, {dtype}): {why}")
@@ -299,7 +330,8 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
     passed: dict[str, str] = {}
     eligible: dict[str, Backend] = {}
     for name, b in table.items():
-        why = b.why_not(op, dev, dtype, explicit=False) or _failed_reason(name, op, dev, dtype)
+        why = b.why_not(op, dev, dtype, False, dry_run) or (
+            None if dry_run else _failed_reason(name, op, dev, dtype))
         if why:
             passed[name] = why
         else:
@@ -353,7 +385,7 @@ def decide(op: str, device: torch.device, dtype: torch.dtype, requested: str | N
             serve.install_if_useful()
             return decide(op, device, dtype, requested, shape_class_fn, args)
         dec = select(op, device_info(device), dtype, sc, requested)
-        dec.kernel = _registry.kernel(dec.backend, op)
+        dec.kernel = _gate.wrap(dec, _registry.kernel(dec.backend, op))
         _registry.decisions[key] = dec
     return dec
 
@@ -378,5 +410,5 @@ def fall_back(dec: Decision, args: tuple, exc: Exception):
     _registry.decisions.clear()
     nxt = Decision(dec.op, dec.device, dec.dtype, dec.fallbacks[0], "fallback",
                    dec.fallbacks[1:], dict(dec.passed_over, **{dec.backend: err}))
-    nxt.kernel = _registry.kernel(nxt.backend, nxt.op)
+    nxt.kernel = _gate.wrap(nxt, _registry.kernel(nxt.backend, nxt.op))
     return run(nxt, args)

@@ -74,3 +74,34 @@ def test_nvidia_occupancy():
     assert resources.occupancy("sm_90", 128, 0, 8) == (2, 4, "registers")
     # shared binds: (227 KiB + 1 KiB) // (100 KiB + 1 KiB) = 2
     assert resources.occupancy("sm_90", 64, 100 * 1024, 4) == (2, 2, "shared")
+
+
+# FlyDSL's ISA text has no "; NumVgprs:" comments: the inspection reads .amdgpu_metadata.
+_FLYDSL_LIKE = """\
+\tv_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]
+\t\t.amdhsa_accum_offset 160
+\t.amdgpu_metadata
+amdhsa.kernels:
+  - .agpr_count:     {agpr}
+    .group_segment_fixed_size: {static_lds}
+    .private_segment_fixed_size: {scratch}
+    .sgpr_count:     38
+    .sgpr_spill_count: 0
+    .vgpr_count:     158
+    .vgpr_spill_count: {spills}
+\t.end_amdgpu_metadata
+"""
+
+
+def test_metadata_only_asm_is_read_and_judged():
+    raw = {"vendor": "amd", "num_warps": 4, "shared": 65536, "compile_s": 1.0,
+           "asm": _FLYDSL_LIKE.format(agpr=0, static_lds=0, scratch=0, spills=0)}
+    rec = resources.inspect("gfx950", raw)
+    assert rec["ok"] and (rec["vgpr"], rec["agpr"], rec["sgpr"]) == (158, 0, 38)
+    assert rec["lds_bytes"] == 65536 and rec["occupancy"] == 2
+    bad = dict(raw, asm=_FLYDSL_LIKE.format(agpr=64, static_lds=1024, scratch=16, spills=3),
+               require=["tensor_load_to_lds"])
+    rec = resources.inspect("gfx950", bad)
+    assert not rec["ok"] and rec["lds_bytes"] == 65536 + 1024
+    assert rec["spills"] == 3 and rec["scratch"] == 16 and rec["agpr"] == 64
+    assert "no tensor_load_to_lds" in rec["reason"]

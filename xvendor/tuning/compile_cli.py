@@ -2,6 +2,7 @@
 
     xvendor compile --backend triton --targets gfx950,gfx1250,gfx942,sm_90 [--json PATH]
                     [--configs default|all] [--workers N] [--cache-dir DIR]
+    xvendor compile --backend flydsl --targets gfx950,gfx1250 [...]
 
 Prints a progress bar, a table of every config (ok or the reason it is rejected) and a
 per-target summary; writes the JSON report (one record per template/target/config) when
@@ -9,7 +10,8 @@ per-target summary; writes the JSON report (one record per template/target/confi
 
 ``add_parser(subparsers)`` adds the subcommand to the ``xvendor`` CLI (the handler is
 ``args.func(args) -> int``); ``summary_for_check()`` is the cross-compile summary of the
-default configs that ``xvendor check`` shows. Standalone:
+default configs that ``xvendor check`` shows (``flydsl_summary_for_check()`` the FlyDSL
+one, which also says that FlyDSL numerics are unverified without the hardware). Standalone:
 ``python -m xvendor.tuning.compile_cli compile ...``.
 """
 
@@ -20,8 +22,9 @@ import json
 import sys
 import time
 
-BACKENDS = ("triton",)
+BACKENDS = ("triton", "flydsl")
 ALL_TARGETS = ("gfx950", "gfx1250", "gfx942", "sm_90")
+BACKEND_TARGETS = {"triton": ALL_TARGETS, "flydsl": ("gfx950", "gfx1250")}
 _CHECK_FIELDS = ("target", "template", "config_name", "ok", "reason", "vgpr", "agpr",
                  "spills", "lds_bytes", "occupancy", "mma_instr", "cached")
 
@@ -31,8 +34,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "compile", help="cross-compile kernel templates for GPU targets and inspect them",
         description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=BACKENDS, default="triton")
-    p.add_argument("--targets", default=",".join(ALL_TARGETS),
-                   help=f"comma-separated targets (default: {','.join(ALL_TARGETS)})")
+    p.add_argument("--targets", default=None,
+                   help="comma-separated targets (default: all of the backend's: "
+                        + "; ".join(f"{b}: {','.join(t)}" for b, t in BACKEND_TARGETS.items()) + ")")
     p.add_argument("--configs", choices=("default", "all"), default="all",
                    help="each target's default config only, or the whole config space")
     p.add_argument("--json", metavar="PATH", help="write the report (JSON) here")
@@ -44,12 +48,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _targets(text: str) -> list[str]:
+def _targets(text: str | None, backend: str = "triton") -> list[str]:
+    known = BACKEND_TARGETS[backend]
+    if text is None:
+        return list(known)
     targets = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = sorted(set(targets) - set(ALL_TARGETS))
+    unknown = sorted(set(targets) - set(known))
     if unknown:
-        raise SystemExit(f"xvendor compile: unknown targets {unknown}; "
-                         f"known: {','.join(ALL_TARGETS)}")
+        raise SystemExit(f"xvendor compile: unknown targets {unknown} for --backend {backend}; "
+                         f"known: {','.join(known)}")
     return targets
 
 
@@ -120,7 +127,7 @@ def main(args) -> int:
     console = Console()
     if not console.is_terminal:  # a log file: do not fold the table into 80 columns
         console = Console(width=200)
-    targets = _targets(args.targets)
+    targets = _targets(args.targets, args.backend)
     records, seconds = run_sweep(args.backend, targets, args.configs, workers=args.workers,
                                  cache_dir=args.cache_dir, console=console)
     render(records, console)
@@ -154,6 +161,26 @@ def summary_for_check(targets=ALL_TARGETS, cache_dir=None) -> list[dict]:
                  "reason": f"cross-compile unavailable: {type(e).__name__}: {e}"}
                 for t in targets]
     return [{k: r.get(k) for k in _CHECK_FIELDS} for r in records]
+
+
+FLYDSL_NOTE = ("static checks only: FlyDSL numerics are unverified until run on gfx950/gfx1250 "
+               "hardware; the correctness gate checks each kernel there on first use")
+
+
+def flydsl_summary_for_check(targets=BACKEND_TARGETS["flydsl"], cache_dir=None) -> list[dict]:
+    """FlyDSL compile of each target's default configs (cached) for ``xvendor check``.
+
+    Like ``summary_for_check``, plus a ``numerics`` column that says plainly what a compile
+    cannot show.
+    """
+    from . import sweep as sw
+    try:
+        records = sw.sweep("flydsl", list(targets), "default", cache_dir=cache_dir)
+    except Exception as e:  # check reports, it does not crash
+        return [{"target": t, "template": "*", "config_name": "-", "ok": False,
+                 "reason": f"FlyDSL compile unavailable: {type(e).__name__}: {e}"}
+                for t in targets]
+    return [dict({k: r.get(k) for k in _CHECK_FIELDS}, numerics=FLYDSL_NOTE) for r in records]
 
 
 if __name__ == "__main__":

@@ -7,6 +7,10 @@ record. FlyDSL code objects carry the same ``.amdgpu_metadata`` and can reuse ``
 - AMD: VGPR/AGPR/SGPR counts, spills, scratch and the compiler's own register-only
   ``; Occupancy`` come from the asm text; LDS is what the launch allocates (``shared``,
   the asm says 0 because Triton sizes LDS at launch).
+  Code objects whose asm carries no comment lines (FlyDSL's ISA text) are read from the
+  ``.amdgpu_metadata`` block instead: ``.vgpr_count``/``.agpr_count``/``.sgpr_count``,
+  spill counts, ``.private_segment_fixed_size`` (scratch) and
+  ``.group_segment_fixed_size`` (static LDS, added to what the launch allocates).
 - NVIDIA: registers, stack frame (where spills live), static shared and local memory from
   the bundled ``cuobjdump --dump-resource-usage`` on the cubin; spills = stack + local bytes.
 - Occupancy = resident workgroups per CU (SM), the minimum of what registers, LDS and the
@@ -14,7 +18,9 @@ record. FlyDSL code objects carry the same ``.amdgpu_metadata`` and can reuse ``
   ``lds_bytes``); ``waves_per_simd`` is the same figure in waves per SIMD (warps per SM
   sub-partition on NVIDIA).
 - Verdict: rejected when it spills, uses scratch, exceeds the LDS/shared limit, fits zero
-  workgroups, or lacks the arch's matrix instruction (``ArchSpec.mma_instr``).
+  workgroups, or lacks the arch's matrix instruction (``ArchSpec.mma_instr``) or an
+  instruction the toolchain says its template must contain (``raw["require"]``, e.g.
+  ``tensor_load_to_lds`` for the gfx1250 Tensor Data Mover templates).
 """
 
 from __future__ import annotations
@@ -71,8 +77,21 @@ def _mma(asm: str, family: str) -> tuple[str | None, int]:
     return name, sum(found.values())
 
 
+_AMD_META = {
+    "vgpr": re.compile(r"^\s*(?:- )?\.vgpr_count:\s*(\d+)", re.M),
+    "agpr": re.compile(r"^\s*(?:- )?\.agpr_count:\s*(\d+)", re.M),
+    "scratch": re.compile(r"^\s*(?:- )?\.private_segment_fixed_size:\s*(\d+)", re.M),
+    "static_shared": re.compile(r"^\s*(?:- )?\.group_segment_fixed_size:\s*(\d+)", re.M),
+}
+_ACCUM_OFFSET = re.compile(r"^\s*\.amdhsa_accum_offset\s+(\d+)", re.M)
+
+
 def _amd_resources(asm: str) -> dict:
     r = {k: _first_int(rx, asm) for k, rx in _AMD_INT.items()}
+    if _AMD_INT["vgpr"].search(asm) is None:  # no comment lines: read the metadata
+        r.update({k: _first_int(rx, asm) for k, rx in _AMD_META.items()})
+        if r["agpr"]:  # AGPRs are allocated after the arch VGPRs, at accum_offset
+            r["total_vgpr"] = _first_int(_ACCUM_OFFSET, asm, r["vgpr"]) + r["agpr"]
     r["total_vgpr"] = r["total_vgpr"] or r["vgpr"] + r["agpr"]
     r["spills"] = r.pop("vgpr_spills") + r.pop("sgpr_spills")
     return r
@@ -137,6 +156,9 @@ def inspect(arch: str, raw: dict) -> dict:
         reasons.append(f"no workgroup fits a CU (limited by {limit})")
     if mma is None:
         reasons.append(f"no {spec.mma_instr} instruction in the code (expected on {arch})")
+    missing = [i for i in raw.get("require", ()) if not re.search(rf"\b{re.escape(i)}\b", raw["asm"])]
+    if missing:
+        reasons.append(f"no {', '.join(missing)} in the code (the template issues it)")
     return {
         "ok": not reasons, "reason": "; ".join(reasons),
         "vgpr": res["vgpr"], "agpr": res["agpr"], "sgpr": res["sgpr"],
@@ -144,4 +166,7 @@ def inspect(arch: str, raw: dict) -> dict:
         "occupancy": occ, "waves_per_simd": waves, "occupancy_limit": limit,
         "asm_occupancy": res["asm_occupancy"], "mma_instr": mma, "mma_count": mma_count,
         "compile_s": round(raw["compile_s"], 3),
+        **{k: raw[k] for k in ("code_object_bytes", "code_object_sha256") if k in raw},
+        **({"required": {i: len(re.findall(rf"\b{re.escape(i)}\b", raw["asm"]))
+                         for i in raw["require"]}} if raw.get("require") else {}),
     }

@@ -7,7 +7,9 @@ config_name, default, cached``.
 
 NOTE [compile cache]: a record is cached under the hash of (toolchain, template source
 hash, toolchain version, target, config, inspection code hash), one JSON file each in
-``<cache_dir>/compile/``; the workers' own Triton cache lives beside it
+``<cache_dir>/compile/`` (FlyDSL records too: same format, same cache; FlyDSL's own
+runtime cache is off in the workers, so a miss is a real compile); the workers' own
+Triton cache lives beside it
 (``<cache_dir>/triton``), so an empty ``cache_dir`` is a truly cold sweep. The default
 ``cache_dir`` is ``$XVENDOR_CACHE_DIR`` or ``~/.cache/xvendor``.
 """
@@ -41,9 +43,19 @@ class Toolchain:
     variants: dict = None  # template -> specializations checked with its default config
 
 
+TOOLCHAIN_NAMES = ("triton", "flydsl")
+
+
 def toolchain(name: str) -> Toolchain:
+    if name == "flydsl":
+        from importlib.metadata import version
+
+        from ..rocm import configs as fly_configs, crosscompile as fly_cc
+        return Toolchain("flydsl", version("flydsl"), fly_configs.TEMPLATES,
+                         fly_configs.TARGETS, fly_configs.candidates, fly_configs.default,
+                         fly_cc.source_hash, fly_configs.VARIANTS)
     if name != "triton":
-        raise KeyError(f"no cross-compile toolchain {name!r}; toolchains: ['triton']")
+        raise KeyError(f"no cross-compile toolchain {name!r}; toolchains: {list(TOOLCHAIN_NAMES)}")
     import triton
 
     from ..triton import configs, crosscompile

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import traceback
 
-TOOLCHAINS = {"triton": "xvendor.triton.crosscompile"}
+TOOLCHAINS = {"triton": "xvendor.triton.crosscompile", "flydsl": "xvendor.rocm.crosscompile"}
 _MARK = "XVENDOR-RESULT "
 
 

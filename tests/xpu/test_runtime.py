@@ -1,0 +1,151 @@
+"""The SYCL runtime: compiler logs in errors, the persistent kernel cache, launch checks,
+the environment the package sets up, and the shim's cache key."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from xvendor.xpu import environment, runtime, shim
+
+pytestmark = pytest.mark.l1
+
+# A small free-function kernel: fast to compile, so cache tests can afford cold builds.
+SCALE = textwrap.dedent("""
+    #include <sycl/ext/oneapi/free_function_queries.hpp>
+    #include <sycl/ext/oneapi/kernel_properties/properties.hpp>
+    namespace syclex = sycl::ext::oneapi::experimental;
+    extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<1>))
+    void scale(float *x, float s, int64_t n) {  // TAG
+      const int64_t i = sycl::ext::oneapi::this_work_item::get_nd_item<1>().get_global_id(0);
+      if (i < n) x[i] *= s;
+    }
+""")
+
+
+def _unique(tag: str) -> str:
+    return SCALE.replace("TAG", f"{tag} {time.time_ns()}")  # a source no cache has seen
+
+
+def test_syntax_error_raises_with_the_compiler_log(sycl_device):
+    bad = SCALE.replace("x[i] *= s;", "x[i] *= s  // missing semicolon\n")
+    with pytest.raises(runtime.CompileError) as err:
+        runtime.build(bad, label="bad.cpp", queue=sycl_device)
+    assert "error" in err.value.log and "expected ';'" in err.value.log
+    assert "compiler log" in str(err.value) and err.value.log.strip() in str(err.value)
+
+
+def test_kernels_run_and_in_process_repeat_is_a_memory_hit(sycl_device):
+    src = _unique("memory-hit")
+    prog = runtime.build(src, label="scale.cpp", queue=sycl_device)
+    before = runtime.stats()
+    assert runtime.build(src, label="scale.cpp", queue=sycl_device) is prog
+    after = runtime.stats()
+    assert after["memory_hits"] == before["memory_hits"] + 1 and after["builds"] == before["builds"]
+    x = torch.arange(100, dtype=torch.float32)
+    buf = runtime.DeviceBuffer(sycl_device, x.nbytes)
+    buf.write(x.data_ptr(), x.nbytes)
+    runtime.launch(sycl_device, prog.kernel("scale"), (128,), (32,),
+                   [(runtime.PTR, buf.ptr), (runtime.F32, 2.5), (runtime.I64, 100)])
+    y = torch.empty_like(x)
+    buf.read(y.data_ptr(), y.nbytes)
+    assert torch.equal(y, x * 2.5)
+
+
+_CHILD = """
+import json, sys, time
+from xvendor.xpu import runtime
+q = runtime.cpu_queue()
+t = time.perf_counter()
+runtime.build(sys.stdin.read(), label="scale.cpp", queue=q)
+print(json.dumps(dict(runtime.stats(), seconds=time.perf_counter() - t)))
+"""
+
+
+def test_second_process_hits_the_persistent_cache(sycl_device, tmp_path):
+    """Two fresh processes build one new source into an empty kernel cache: the first
+    compiles (and primes), the second writes nothing new — it was served from disk."""
+    env = dict(os.environ, SYCL_CACHE_DIR=str(tmp_path / "kernels"))
+    src = _unique("persistent-hit")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _CHILD], input=src, env=env,
+                                      capture_output=True, text=True, check=True,
+                                      timeout=300).stdout.splitlines()[-1]) for _ in range(2)]
+    cold, warm = runs
+    assert cold["persistent_hits"] == 0 and cold["primes"] == 1
+    assert warm["persistent_hits"] == 1 and warm["primes"] == 0
+    assert warm["seconds"] < cold["seconds"]
+
+
+def test_launch_geometry_is_checked_before_launch(sycl_device):
+    k = runtime.build(_unique("geometry"), label="scale.cpp", queue=sycl_device).kernel("scale")
+    args = [(runtime.PTR, 0), (runtime.F32, 1.0), (runtime.I64, 0)]
+    with pytest.raises(runtime.LaunchError, match="positive multiple of the local size"):
+        runtime.launch(sycl_device, k, (100,), (32,), args)
+    with pytest.raises(runtime.LaunchError, match="exceeds the kernel's limit"):
+        runtime.launch(sycl_device, k, (1 << 20,), (k.max_work_group * 2,), args)
+    with pytest.raises(runtime.LaunchError, match="1-3 dimensions"):
+        runtime.launch(sycl_device, k, (1, 1, 1, 1), (1, 1, 1, 1), args)
+
+
+def test_argument_extent_is_checked_before_launch(sycl_device):
+    from xvendor.xpu.tensors import Launch
+    run = Launch(torch.device("cpu"))
+    t = torch.empty(8, 4)  # 128 bytes
+    with pytest.raises(ValueError, match="reaches 128 bytes, but only 64"):
+        run._check("out", t, 64)
+    run._check("out", t, 64 + 64)
+
+
+def test_the_package_sets_up_the_opencl_cpu_device(sycl_device):
+    lib = str(environment.runtime_prefix() / "lib" / "libintelocl.so")
+    assert lib in os.environ["OCL_ICD_FILENAMES"].split(":")
+    assert os.environ["SYCL_CACHE_PERSISTENT"] == "1"
+    assert "opencl" in sycl_device.device_key and "cpu" in sycl_device.device_key
+
+
+def test_a_user_icd_setting_is_kept_and_extended():
+    code = ("import os; from xvendor.xpu import backend; assert backend.probe() is None; "
+            "print(os.environ['OCL_ICD_FILENAMES'])")
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_FILENAMES"}
+    env["OCL_ICD_FILENAMES"] = "/nonexistent/libother.so"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=300).stdout.strip()
+    assert out.split(":")[0] == "/nonexistent/libother.so" and out.endswith("libintelocl.so")
+
+
+def test_shim_is_cached_and_keyed_by_runtime_version(sycl_device, monkeypatch):
+    path = shim.library_path()
+    assert path.exists() and path.parent == environment.cache_dir() / "shim"
+    monkeypatch.setattr(environment, "runtime_versions", lambda: {"intel-sycl-rt": "2026.9.9"})
+    assert shim.library_path() != path  # a new runtime builds a new shim
+
+
+def test_check_section_runs_every_selfcheck_case_on_sycl(sycl_device):
+    from xvendor.xpu import check
+    rows = check.summary_for_check()
+    cases = [r for r in rows if r["op"] != "(compile)"]
+    assert {r["op"] for r in cases} == {"gemm", "grouped_mm", "rms_norm", "topk"}
+    assert all(r["backend"] == "sycl" for r in cases)
+    assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
+def test_runtime_initialised_too_early_is_reported_with_the_fix():
+    """If something lists SYCL platforms before xvendor sets OCL_ICD_FILENAMES, the CPU
+    device never appears in that process: the probe says so and names the fix."""
+    code = ("import dpctl; dpctl.get_devices(); import torch, xvendor; "
+            "from xvendor.xpu import backend; print(backend.probe())")
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_FILENAMES"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=300).stdout
+    assert "OCL_ICD_FILENAMES" in out and "import xvendor.xpu first" in out
+    explicit = code.replace("print(backend.probe())",
+                            "xvendor.gemm(torch.ones(2, 2), torch.ones(2, 2), backend='sycl')")
+    proc = subprocess.run([sys.executable, "-c", explicit], env=env, capture_output=True,
+                          text=True, timeout=300)  # an explicit request raises, with the reason
+    assert proc.returncode != 0
+    assert "BackendUnavailable" in proc.stderr and "OCL_ICD_FILENAMES" in proc.stderr

@@ -1,0 +1,96 @@
+"""The ``flydsl`` backend: FlyDSL GEMM / grouped GEMM templates on gfx950 and gfx1250.
+
+Runs on ROCm devices (torch "cuda" devices with ``torch.version.hip``) whose arch is
+gfx950 (MFMA templates, ``gemm_gfx950``) or gfx1250 (WMMA + Tensor Data Mover,
+``gemm_gfx1250``), with the arch's default config (``xvendor.rocm.configs``). Arguments
+arrive checked by ``xvendor.ops``; the wrappers plan (``xvendor.rocm.launch``), build
+(cached per specialization), launch — nothing else.
+
+NOTE [unverified numerics]: nothing in CI can run these kernels. They compile to real
+code objects on a CPU (``xvendor compile --backend flydsl``) and their layouts are proved
+(tests/rocm), but their numerics are unverified until they run on gfx950/gfx1250
+hardware. The record is gated (``gate_identity``): the first use of each (template,
+config, arch, FlyDSL version) on a device is checked against the reference and a failing
+kernel is never chosen again (NOTE [correctness gate] in ``xvendor.registry``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import configs, launch
+
+__all__ = ["KERNELS", "gemm", "grouped_mm", "probe", "gate_identity"]
+
+ARCHS = ("gfx950", "gfx1250")
+_built: dict = {}
+
+
+@functools.lru_cache(maxsize=1)
+def flydsl_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("flydsl")
+    except PackageNotFoundError:
+        return None
+
+
+def probe() -> str | None:
+    """``None`` when the backend can run here, else why not (plainly)."""
+    ver = flydsl_version()
+    if ver is None:
+        return "flydsl is not installed (pip install 'xvendor[rocm]')"
+    if not ver.startswith("0.3."):
+        return f"flydsl {ver} is installed; these templates are written for the 0.3.x line"
+    if not torch.version.hip:
+        return ("no ROCm device: this torch build has no HIP (FlyDSL kernels run only on "
+                "AMD gfx950/gfx1250; here they are compiled and inspected, never run: "
+                "`xvendor compile --backend flydsl`)")
+    if not torch.cuda.is_available():
+        return "no ROCm device visible (torch.cuda.is_available() is False)"
+    from .. import registry
+    archs = {registry.device_info(torch.device("cuda", i)).arch
+             for i in range(torch.cuda.device_count())}
+    if not archs & set(ARCHS):
+        return f"ROCm devices are {sorted(archs)}, not gfx950 or gfx1250"
+    return None
+
+
+def _arch(device: torch.device) -> str:
+    from .. import registry
+    return registry.device_info(device).arch
+
+
+def gate_identity(op: str, info, dtype) -> str:
+    """The kernel a call on ``info`` runs: template, config and FlyDSL version."""
+    template = "gemm" if op == "gemm" else "grouped_mm"
+    cfg = configs.default(info.arch, template) if info.arch in ARCHS else None
+    return f"{template}/{cfg.name if cfg else '-'}/flydsl-{flydsl_version()}"
+
+
+def _run(plan: launch.Launch, arch: str, cfg):
+    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
+    fn = _built.get(key)
+    if fn is None:
+        from .crosscompile import template_module
+        fn = _built[key] = template_module(arch).build(plan.template, cfg, **plan.spec)[0]
+    stream = torch.cuda.current_stream(plan.args[0].device)
+    fn(*plan.args, stream)  # noqa: the launcher's stream argument is positional
+    return plan.result()
+
+
+def gemm(a, b, bias=None, out_dtype=None):
+    arch = _arch(a.device)
+    cfg = configs.default(arch, "gemm")
+    return _run(launch.plan_gemm(a, b, bias, out_dtype, cfg), arch, cfg)
+
+
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    arch = _arch(a.device)
+    cfg = configs.default(arch, "grouped_mm")
+    return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
+
+
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm}

@@ -1,0 +1,217 @@
+"""FlyDSL GEMM and ragged grouped GEMM for gfx950 (MI355X): MFMA, multi-stage LDS pipeline.
+
+Math: ``C[g] = A[g] @ B[g] (+ bias[g])`` with fp32 accumulation and one rounding to the
+output dtype, per tile of ``block_m x block_n``; what a "group" is depends on the template
+(``xvendor.rocm.tiling`` maps a workgroup to its group and tile):
+
+- ``gemm``: one group; A (M, K), B (N, K) view of b, C (M, N).
+- ``grouped_mm`` 2Dx3D: ragged rows; group g is rows ``offs[g-1]:offs[g]`` of A and C,
+  with B[g]. 3Dx3D: A[g], B[g], C[g]. 2Dx2D: ragged K; out[g] = A[:, Kg] @ B[Kg, :].
+
+Code paths (all chosen on the host, at build time, so each compiles to straight code):
+- operand majors: A and B are each K-major (K contiguous: 16-byte ``buffer_load_dwordx4``
+  into a swizzled K-major LDS tile, ``ds_read_b128`` into MFMA fragments) or MN-major
+  (M/N contiguous: 16-byte loads along M/N into an MN-major LDS tile, element reads into
+  fragments). ``gemm`` NT = both K-major; NN = B MN-major.
+- pipeline: ``stages`` LDS buffers; the global loads of tile ``k + stages - 1`` are issued
+  before the MFMAs of tile ``k`` and written to LDS after them; one barrier per K tile.
+- bounds: every global access goes through a buffer descriptor whose size ends where the
+  workgroup's group ends, so loads past it read 0 and stores past it are dropped. That
+  masks M tails, ragged group ends and (for K-outer operands) K tails in hardware; the
+  host pads a K-major operand's K to a multiple of ``block_k`` and C's N to a multiple of
+  ``block_n`` when they are not (``xvendor.rocm.launch``).
+- epilogue: fp32 accumulator (+ bias, broadcast along M through a stride-0 view) ->
+  out dtype (bf16, fp16 or fp32) -> buffer stores.
+
+NOTE [unverified numerics]: these kernels compile to real gfx950 code objects on a CPU
+(``xvendor compile --backend flydsl``), but nothing here can run them. Their numerics are
+unverified until they run on a gfx950 device; the dispatch layer's correctness gate
+(``xvendor.registry``) checks each (kernel, config, arch, FlyDSL version) against the
+reference on first use and never chooses a failing one again.
+"""
+
+from .tiling import operand_views
+
+ARCH = "gfx950"
+WAVE = 64
+
+
+def _k_major_copy(fx, dtype, rows, block_k, threads):
+    """G2S copy of a (rows, block_k) K-major tile: thread t takes 8 contiguous K of one row."""
+    tc = block_k // 8
+    tr = threads // tc
+    return fx.make_tiled_copy(fx.make_copy_atom(fx.rocdl.BufferCopy128b(), dtype),
+                              fx.make_layout(((tc, tr), (1, 8)), ((tr * 8, 1), (1, tr))),
+                              fx.make_tile(tr, block_k))
+
+
+def _mn_major_copy(fx, dtype, rows, block_k, threads):
+    """G2S copy of a (rows, block_k) MN-major tile: thread t takes 8 contiguous rows of one K."""
+    tn = rows // 8
+    tk = threads // tn
+    return fx.make_tiled_copy(fx.make_copy_atom(fx.rocdl.BufferCopy128b(), dtype),
+                              fx.make_layout(((tn, tk), 8), ((8, rows), 1)),
+                              fx.make_tile(rows, tk))
+
+
+def smem_operand(fx, base, dtype, rows, cfg, k_major: bool, threads: int):
+    """(LDS view (rows, BK, stages), G2S tiled copy, S2R copy atom) of one operand."""
+    shape = (rows, cfg.block_k, cfg.stages)
+    if k_major:  # XOR swizzle of 16-byte chunks: conflict-free ds_read_b128 along K
+        layout = fx.make_composed_layout(fx.static(fx.SwizzleType.get(3, 3, 3)),
+                                         fx.make_ordered_layout(shape, (1, 0, 2)))
+        return (fx.make_view(base, layout), _k_major_copy(fx, dtype, rows, cfg.block_k, threads),
+                fx.make_copy_atom(fx.UniversalCopy128b(), dtype))
+    layout = fx.make_ordered_layout(shape, (0, 1, 2))
+    return (fx.make_view(base, layout), _mn_major_copy(fx, dtype, rows, cfg.block_k, threads),
+            fx.make_copy_atom(fx.UniversalCopy16b(), dtype))
+
+
+def tiled_mma(fx, cfg, dtype):
+    """The workgroup's MFMA tiling: warps_m x warps_n waves of one MFMA atom each."""
+    k = 32 if cfg.mma == 16 else 16
+    atom = fx.make_mma_atom(fx.rocdl.MFMA(cfg.mma, cfg.mma, k, dtype))
+    return fx.make_tiled_mma(atom, fx.make_layout((cfg.warps_m, cfg.warps_n, 1),
+                                                  (1, cfg.warps_m, 0)))
+
+
+def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
+          a_k_major: bool, b_k_major: bool):
+    """The ``@flyc.jit`` launcher of one specialization (see ``xvendor.rocm.launch``)."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+
+    T = {"bf16": fx.BFloat16, "fp16": fx.Float16}[dtype]
+    TO = {"bf16": fx.BFloat16, "fp16": fx.Float16, "fp32": fx.Float32}[out_dtype]
+    BM, BN, BK, S = cfg.block_m, cfg.block_n, cfg.block_k, cfg.stages
+    threads = cfg.warps_m * cfg.warps_n * WAVE
+    smem_bytes = (BM + BN) * BK * S * 2
+    mode = template
+    RAGGED_M, RAGGED_K = mode == "2Dx3D", mode == "2Dx2D"
+    BATCHED = mode in ("2Dx2D", "3Dx3D")
+
+    @flyc.kernel
+    def kernel(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
+               M: fx.Int32, N: fx.Int32, K: fx.Int32, G: fx.Int32,
+               lda: fx.Int32, ldb: fx.Int32, ldc: fx.Int32,
+               sag: fx.Int32, sbg: fx.Int32, scg: fx.Int32, sbiasg: fx.Int32,
+               tiles_m: fx.Int32, tiles_n: fx.Int32):
+        tid = fx.thread_idx.x
+        bid = fx.block_idx.x
+        g = fx.Int32(0)
+        pid_m = bid // tiles_n
+        pid_n = bid % tiles_n
+        row0 = fx.Int32(0)
+        rows = M
+        k0 = fx.Int32(0)
+        kn = K
+        valid = pid_m < tiles_m
+        if RAGGED_M:  # scan offs: tile t belongs to the group whose tile range holds it
+            t = bid // tiles_n
+            start = fx.Int32(0)
+            before = fx.Int32(0)
+            g = fx.Int32(-1)
+            for gi in range(G):
+                end = Offs[gi]
+                n_t = (end - start + (BM - 1)) // BM
+                hit = (t >= before) & (t < before + n_t)
+                g = hit.select(gi, g)
+                row0 = hit.select(start + (t - before) * BM, row0)
+                rows = hit.select(end - (start + (t - before) * BM), rows)
+                before = before + n_t
+                start = end
+            pid_m = fx.Int32(0)
+            valid = g >= 0
+        if BATCHED:  # 3Dx3D and ragged K: one (group, m tile, n tile) per workgroup
+            per_group = tiles_m * tiles_n
+            g = bid // per_group
+            pid_m = (bid % per_group) // tiles_n
+            valid = g < G
+        if RAGGED_K:
+            k0 = (g > 0).select(Offs[(g > 0).select(g - 1, 0)], 0)
+            kn = Offs[g] - k0
+        if valid:
+            gA, gB, gC, gBias = operand_views(
+                fx, mode, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
+                sag, sbg, scg, sbiasg, a_k_major, b_k_major, has_bias)
+            gA = fx.flat_divide(gA, fx.make_tile(BM, BK))[None, None, pid_m, None]
+            gB = fx.flat_divide(gB, fx.make_tile(BN, BK))[None, None, pid_n, None]
+            gC = fx.flat_divide(gC, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
+            mma = tiled_mma(fx, cfg, T)
+            thr_mma = mma.thr_slice(tid)
+            sbase = fx.recast_iter(fx.PointerType.get(T.ir_type, fx.AddressSpace.Shared, 512),
+                                   fx.get_dyn_shared())
+            sA, g2sA, s2rA_atom = smem_operand(fx, sbase, T, BM, cfg, a_k_major, threads)
+            sB, g2sB, s2rB_atom = smem_operand(fx, fx.add_offset(sbase, BM * BK * S), T, BN,
+                                               cfg, b_k_major, threads)
+            g2sA = g2sA.get_slice(tid)
+            g2sB = g2sB.get_slice(tid)
+            tgA = g2sA.partition_S(gA)
+            tsA = g2sA.partition_D(sA)
+            tgB = g2sB.partition_S(gB)
+            tsB = g2sB.partition_D(sB)
+            regA = fx.make_fragment_like(tsA[None, None, None, 0])
+            regB = fx.make_fragment_like(tsB[None, None, None, 0])
+            s2rA = fx.make_tiled_copy_A(s2rA_atom, mma).get_slice(tid)
+            s2rB = fx.make_tiled_copy_B(s2rB_atom, mma).get_slice(tid)
+            ssA = s2rA.partition_S(sA)
+            ssB = s2rB.partition_S(sB)
+            fA = thr_mma.make_fragment_A(sA[None, None, 0])
+            fB = thr_mma.make_fragment_B(sB[None, None, 0])
+            fC = thr_mma.make_fragment_C(gC)
+            rA = s2rA.retile(fA)
+            rB = s2rB.retile(fB)
+            fC.fill(0.0)
+            g2r = fx.make_copy_atom(fx.rocdl.BufferCopy128b(), T)
+            r2s = fx.make_copy_atom(fx.UniversalCopy128b(), T)
+            k_tiles = (kn + (BK - 1)) // BK
+            # prologue: tiles 0 .. S-2 into stages 0 .. S-2 (reads past K give 0: unused)
+            for s in fx.range_constexpr(S - 1):
+                fx.copy(g2r, tgA[None, None, None, s], regA)
+                fx.copy(g2r, tgB[None, None, None, s], regB)
+                fx.copy(r2s, regA, tsA[None, None, None, s])
+                fx.copy(r2s, regB, tsB[None, None, None, s])
+            fx.gpu.barrier()
+            for k in range(k_tiles):
+                nxt = k + (S - 1)
+                fx.copy(g2r, tgA[None, None, None, nxt], regA)  # in flight during the MFMAs
+                fx.copy(g2r, tgB[None, None, None, nxt], regB)
+                st = k % S
+                fx.copy(s2rA_atom, ssA[None, None, None, st], rA)
+                fx.copy(s2rB_atom, ssB[None, None, None, st], rB)
+                fx.gemm(mma, fC, fA, fB, fC)
+                wt = nxt % S  # the stage read in iteration k-1: free since its barrier
+                fx.copy(r2s, regA, tsA[None, None, None, wt])
+                fx.copy(r2s, regB, tsB[None, None, None, wt])
+                fx.gpu.barrier()
+            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN)
+
+    @flyc.jit
+    def launch(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
+               M: fx.Int32, N: fx.Int32, K: fx.Int32, G: fx.Int32,
+               lda: fx.Int32, ldb: fx.Int32, ldc: fx.Int32,
+               sag: fx.Int32, sbg: fx.Int32, scg: fx.Int32, sbiasg: fx.Int32,
+               tiles_m: fx.Int32, tiles_n: fx.Int32, grid: fx.Int32,
+               stream: fx.Stream = fx.Stream(None)):
+        kernel(A, B, C, Bias, Offs, M, N, K, G, lda, ldb, ldc, sag, sbg, scg, sbiasg,
+               tiles_m, tiles_n).launch(grid=(grid, 1, 1), block=(threads, 1, 1),
+                                        smem=smem_bytes, stream=stream)
+
+    return launch, smem_bytes, threads
+
+
+def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN):
+    """fp32 accumulator (+ bias) -> out dtype -> buffer stores (dropped past the group end)."""
+    acc = fC.load()
+    if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
+        gBias = fx.flat_divide(gBias, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
+        bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
+        tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
+        fbias = fx.make_fragment_like(fC)
+        fx.copy(bias_atom, tb.partition_S(gBias), tb.retile(fbias))
+        acc = acc + fbias.load()
+    out = fx.make_fragment_like(fC, TO.ir_type)
+    out.store(acc.to(TO))
+    store = fx.make_copy_atom(fx.rocdl.BufferCopy(TO.width), TO)
+    tc = fx.make_tiled_copy_C(store, mma).get_slice(tid)
+    fx.copy(store, tc.retile(out), tc.partition_S(gC))

@@ -1,0 +1,173 @@
+"""Host side of the FlyDSL templates: check, normalize operands, allocate, build the launch.
+
+``plan_gemm`` / ``plan_grouped`` turn the op's arguments into a ``Launch``: the
+specialization key (template, majors, dtypes, bias), the kernel arguments and the output
+to return. The backend runs it; the cross-compiler (``xvendor.rocm.crosscompile``)
+builds the very same specialization from placeholder tensors, so the checked code object
+is the one a device would run.
+
+Operand normalization (why the host copies sometimes):
+- A is viewed as (M, K), B as (N, K). Each is K-major (K contiguous) or MN-major (M/N
+  contiguous) with a leading dimension that is a multiple of 8 elements (16-byte loads);
+  anything else is copied to K-major.
+- ragged M (2Dx3D) needs a K-major A (the group bound is on rows); ragged K (2Dx2D) needs
+  both operands MN-major (the group bound is on K rows). Other majors are copied.
+- a K-major operand whose K is not a multiple of block_k is zero-padded along K: the
+  kernels bound loads per group with the buffer size, which cannot mask inside a row.
+- C's row length is padded to a multiple of block_n when N is not (same reason); the
+  result is the first N columns, made contiguous.
+3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group);
+its (N,) bias, which is not per group, is added on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+_DT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+_MAX_BYTES = 2**31  # buffer descriptors hold 32-bit byte counts
+
+
+@dataclass
+class Launch:
+    template: str  # "gemm" | "2Dx3D" | "2Dx2D" | "3Dx3D"
+    spec: dict  # build() keywords: dtype, out_dtype, has_bias, a_k_major, b_k_major
+    args: tuple  # A, B, C, Bias, Offs, M, N, K, G, lda, ldb, ldc, sag, sbg, scg, sbiasg, tiles
+    result: callable = field(repr=False)  # () -> the op's output
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _aligned(t: torch.Tensor, ld: int) -> bool:
+    return ld % 8 == 0 and t.data_ptr() % 16 == 0
+
+
+def _major(t: torch.Tensor) -> str | None:
+    """'k' if the last dim is contiguous (ld % 8 == 0), 'mn' if the one before is, else None."""
+    if t.stride(-1) == 1 and _aligned(t, t.stride(-2)):
+        return "k"
+    if t.stride(-2) == 1 and _aligned(t, t.stride(-1)):
+        return "mn"
+    return None
+
+
+def _as_k_major(t: torch.Tensor, block_k: int, pad: bool = True) -> torch.Tensor:
+    """``t`` (..., rows, K) with K contiguous, a leading dim % 8 == 0 and K % block_k == 0."""
+    k = t.shape[-1]
+    kp = _cdiv(max(k, 1), block_k) * block_k if pad else _cdiv(max(k, 1), 8) * 8
+    if t.stride(-1) == 1 and _aligned(t, t.stride(-2)) and kp == k:
+        return t
+    out = t.new_zeros(*t.shape[:-1], kp)
+    out[..., :k] = t
+    return out
+
+
+def _as_mn_major(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (..., rows, K) with rows contiguous and K's stride % 8 == 0."""
+    if t.stride(-2) == 1 and _aligned(t, t.stride(-1)):
+        return t
+    rows = t.shape[-2]
+    buf = t.new_zeros(*t.shape[:-2], t.shape[-1], _cdiv(max(rows, 1), 8) * 8)
+    buf[..., :rows] = t.transpose(-2, -1)
+    return buf.transpose(-2, -1)[..., :rows, :]
+
+
+def _operand(t: torch.Tensor, block_k: int, need: str | None = None) -> tuple[torch.Tensor, bool]:
+    """(normalized (…, rows, K) view, is K-major)."""
+    if (need or _major(t)) == "mn":
+        return _as_mn_major(t), False
+    return _as_k_major(t, block_k), True  # both K-major operands pad K to the same length
+
+
+def _ld(t: torch.Tensor, k_major: bool) -> int:
+    return t.stride(-2) if k_major else t.stride(-1)
+
+
+def _check_size(**tensors) -> None:
+    for name, t in tensors.items():
+        if t is not None and t.numel() * t.element_size() >= _MAX_BYTES:
+            raise ValueError(f"xvendor flydsl backend: {name} holds {t.numel() * t.element_size()} "
+                             "bytes; buffer descriptors address under 2**31 bytes per operand. "
+                             "Use backend='aten' or 'triton' for this size.")
+
+
+def _placeholder(device) -> torch.Tensor:
+    return torch.zeros(8, dtype=torch.float32, device=device)
+
+
+def _spec(a, out_dtype, bias, a_k, b_k) -> dict:
+    return {"dtype": _DT[a.dtype], "out_dtype": _DT[out_dtype or a.dtype],
+            "has_bias": bias is not None, "a_k_major": a_k, "b_k_major": b_k}
+
+
+def plan_gemm(a, b, bias, out_dtype, cfg) -> Launch:
+    """gemm: a (M, K), b (K, N); NT (b = w.t()) and NN (b row-major) run without copies."""
+    M, K = a.shape
+    N = b.shape[1]
+    A, a_k = _operand(a, cfg.block_k)
+    bt = b.t()  # (N, K)
+    B, b_k = _operand(bt, cfg.block_k)
+    np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
+    out_dtype = out_dtype or a.dtype
+    C = torch.empty((M, np_), dtype=out_dtype, device=a.device)
+    bias32 = bias.float().contiguous() if bias is not None else _placeholder(a.device)
+    _check_size(a=A, b=B, out=C)
+    tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
+    args = (A, B, C, bias32, torch.zeros(1, dtype=torch.int32, device=a.device),
+            M, N, K, 1, _ld(A, a_k), _ld(B, b_k), np_, 0, 0, 0, 0, tiles_m, tiles_n,
+            tiles_m * tiles_n)
+    return Launch("gemm", _spec(a, out_dtype, bias, a_k, b_k), args,
+                  lambda: C if np_ == N else C[:, :N].contiguous())
+
+
+def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
+    """grouped_mm, the four layouts (3Dx2D as 2Dx3D of the transposed problem)."""
+    out_dtype = out_dtype or a.dtype
+    dev = a.device
+    if a.dim() == 3 and b.dim() == 2:
+        inner = plan_grouped(b.t(), a.transpose(1, 2), offs, None, out_dtype, cfg)
+        inner_result = inner.result
+
+        def result():
+            out = inner_result().t().contiguous()
+            if bias is not None:
+                end = offs[-1] if offs.numel() else 0
+                live = torch.arange(out.shape[1], device=dev) < end
+                out = (out.float() + torch.where(live, bias.float(), 0.0)).to(out_dtype)
+            return out
+        inner.result = result
+        return inner
+    if a.dim() == 2 and b.dim() == 3:
+        mode, G, (M, K), N = "2Dx3D", b.shape[0], a.shape, b.shape[2]
+        A, a_k = _operand(a, cfg.block_k, "k")
+        B, b_k = _operand(b.transpose(1, 2), cfg.block_k)
+    elif a.dim() == 2:
+        mode, G, (M, K), N = "2Dx2D", offs.shape[0], a.shape, b.shape[1]
+        A, a_k = _operand(a, cfg.block_k, "mn")
+        B, b_k = _operand(b.t(), cfg.block_k, "mn")
+    else:
+        mode, G, M, K, N = "3Dx3D", a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+        A, a_k = _operand(a, cfg.block_k)
+        B, b_k = _operand(b.transpose(1, 2), cfg.block_k)
+    np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
+    shape = (M, np_) if mode == "2Dx3D" else (G, M, np_)
+    # zeros: rows past offs[-1] (2Dx3D) are never written by the kernel and must read 0
+    C = torch.zeros(shape, dtype=out_dtype, device=dev) if mode == "2Dx3D" else \
+        torch.empty(shape, dtype=out_dtype, device=dev)
+    bias32 = bias.float().contiguous() if bias is not None else _placeholder(dev)
+    _check_size(a=A, b=B, out=C)
+    tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
+    grid = (tiles_m + G) * tiles_n if mode == "2Dx3D" else G * tiles_m * tiles_n
+    offs_t = offs if offs is not None else torch.zeros(1, dtype=torch.int32, device=dev)
+    args = (A, B, C, bias32, offs_t, M, N, K, G, _ld(A, a_k), _ld(B, b_k), np_,
+            A.stride(0) if A.dim() == 3 else 0, B.stride(0) if B.dim() == 3 else 0,
+            C.stride(0) if C.dim() == 3 else 0, N if bias is not None else 0,
+            tiles_m, tiles_n, max(grid, 1))
+
+    def result():
+        return C if np_ == N else C[..., :N].contiguous()
+    return Launch(mode, _spec(a, out_dtype, bias, a_k, b_k), args, result)
