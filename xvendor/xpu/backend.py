@@ -30,7 +30,7 @@ import torch
 from . import environment, runtime
 from .tensors import TAGS, Launch
 
-__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "probe", "TILE"]
+__all__ = ["KERNELS", "TUNABLE", "gemm", "grouped_mm", "rms_norm", "topk", "probe", "TILE"]
 
 # The tile of gemm_tile.h (BM, BN) and its work-group (WM, WN); must match its defaults.
 TILE = {"WM": 16, "WN": 16, "RM": 4, "RN": 4}
@@ -68,7 +68,36 @@ def _fp32(bias: torch.Tensor | None) -> torch.Tensor | None:
     return None if bias is None else bias.to(torch.float32).contiguous()
 
 
-def gemm(a, b, bias=None, out_dtype=None):
+# NOTE [tunable gemm tile]: gemm_tile.h reads its tile from -D options (XV_GEMM_WM, _WN,
+# _RM, _RN, _BK); TILE is its default, built with no options. A tuned tile (xvendor.tuning,
+# served per problem for this chip) is built once per tile and cached like any program.
+_TILE_KEYS = ("WM", "WN", "RM", "RN", "BK")
+DEFAULT_TILE = dict(TILE, BK=64)
+last_gemm_tile: dict = {}  # the tile of the latest gemm launch (tests prove what was served)
+
+
+def _tile_options(tile: dict) -> tuple:
+    if all(tile[k] == DEFAULT_TILE[k] for k in _TILE_KEYS):
+        return ()
+    return tuple(f"-DXV_GEMM_{k}={int(tile[k])}" for k in _TILE_KEYS)
+
+
+def _served_tile(a, b, bias, out_dtype) -> dict | None:
+    """The tuned tile for this problem on this chip, if a tuning table holds one."""
+    from ..tuning import serve
+    from .. import registry
+    info = registry.device_info(a.device)
+    store = serve.store_for(info)
+    if not store.entries:
+        return None
+    from ..ops.gemm import shape_class
+    w = serve.config_for("sycl", "gemm", info, a.dtype, shape_class(a, b, bias, out_dtype))
+    return {k: int(w.config[k]) for k in _TILE_KEYS} if w is not None else None
+
+
+def gemm(a, b, bias=None, out_dtype=None, tile=None):
+    tile = tile or _served_tile(a, b, bias, out_dtype) or DEFAULT_TILE
+    bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
     out_dtype = out_dtype or a.dtype
     (m, k), n = a.shape, b.shape[1]
     out = torch.empty((m, n), dtype=out_dtype, device=a.device)
@@ -79,11 +108,37 @@ def gemm(a, b, bias=None, out_dtype=None):
     pb, (sb_k, sb_n) = run.input("b", b, any_strides=True)
     pbias, _ = run.input("bias", _fp32(bias))
     pc = run.output("out", out)
+    last_gemm_tile.clear()
+    last_gemm_tile.update(tile)
     run.run("gemm", f"gemm_{TAGS[a.dtype]}_{TAGS[out_dtype]}",
-            (1, _tiles(m, BM) * TILE["WM"], _tiles(n, BN) * TILE["WN"]), _LOCAL3,
+            (1, _tiles(m, bm) * tile["WM"], _tiles(n, bn) * tile["WN"]),
+            (1, tile["WM"], tile["WN"]),
             [(P, pa), (P, pb), (P, pbias), (P, pc), (I64, m), (I64, n), (I64, k),
-             (I64, sa_m), (I64, sa_k), (I64, sb_k), (I64, sb_n)])
+             (I64, sa_m), (I64, sa_k), (I64, sb_k), (I64, sb_n)], options=_tile_options(tile))
     return out
+
+
+class _Tunable:
+    """xvendor.tuning's view of the SYCL gemm: tile shapes around the swept default."""
+
+    SPACE = [(16, 16, 4, 4, 64), (16, 16, 4, 4, 32), (16, 16, 2, 4, 64), (8, 16, 4, 4, 64),
+             (16, 8, 4, 4, 64), (8, 8, 4, 4, 64), (16, 16, 4, 2, 64), (8, 16, 2, 4, 32)]
+    default_name = "wg16x16_r4x4_k64"
+
+    def candidates(self, op, info, key):
+        from ..tuning.tuner import Candidate
+        if op != "gemm":
+            return []
+        return [Candidate(f"wg{wm}x{wn}_r{rm}x{rn}_k{bk}",
+                          {"WM": wm, "WN": wn, "RM": rm, "RN": rn, "BK": bk,
+                           "block_m": wm * rm, "block_n": wn * rn, "block_k": bk})
+                for wm, wn, rm, rn, bk in self.SPACE]
+
+    def run(self, op, config, args):
+        return gemm(*args, tile={k: int(config[k]) for k in _TILE_KEYS})
+
+
+TUNABLE = _Tunable()
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):

@@ -99,9 +99,12 @@ class Launch:
                              f"{need} bytes, but only {available_bytes} are behind the pointer")
 
     def run(self, program: str, kernel: str, global_size: tuple, local_size: tuple,
-            args: list) -> None:
-        """Compile (cached) ``sycl_kernels/<program>.cpp``, launch ``kernel``, copy back."""
-        prog = runtime.program(program, self.queue)
+            args: list, options: tuple = ()) -> None:
+        """Compile (cached) ``sycl_kernels/<program>.cpp``, launch ``kernel``, copy back.
+
+        ``options`` are extra build options (``-D`` tile parameters of a tuned config).
+        """
+        prog = runtime.program(program, self.queue, options)
         runtime.launch(self.queue, prog.kernel(kernel), global_size, local_size, args,
                        wait=self.on_cpu)
         for t, buf in self._outputs:
