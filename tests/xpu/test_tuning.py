@@ -40,3 +40,39 @@ def test_tune_store_serve_on_the_cpu_sycl_device(sycl_device, poisoned, tmp_path
     assert backend.last_gemm_tile == want
     print(f"winner {res.winner.name} {res.winner.measured_us:.0f} us, aten {res.aten_us:.0f} us, "
           f"rank corr {res.rank_correlation:.2f}, {res.seconds:.1f} s")
+
+
+class _TwoTiles:
+    """The SYCL tunable restricted to two tiles (each grouped_mm.cpp build costs 20-60 s)."""
+
+    def __init__(self, names):
+        self.names = names
+        self.default_name = backend.TUNABLE.default_name
+
+    def candidates(self, op, info, key):
+        return [c for c in backend.TUNABLE.candidates(op, info, key) if c.name in self.names]
+
+    def run(self, op, config, args):
+        return backend.TUNABLE.run(op, config, args)
+
+
+def test_grouped_mm_tuning_is_served_too(sycl_device, poisoned, tmp_path, monkeypatch):
+    monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
+    serve._stores.clear()
+    info = devices.detect("cpu")
+    gen = torch.Generator().manual_seed(3)
+    offs = torch.tensor([60, 60, 150, 200], dtype=torch.int32)  # an empty group
+    argsets = [(torch.randn(200, 128, generator=gen), torch.randn(4, 128, 96, generator=gen),
+                offs, None, None) for _ in range(2)]
+    key = key_for("grouped_mm", "*", info.arch, info.cu_count, info.product, argsets[0])
+    tunable = _TwoTiles({"wg16x16_r4x4_k64", "wg8x16_r4x4_k64"})
+    res = tuner.tune("grouped_mm", "sycl", tunable, info, key, argsets, serve.store_for(info))
+    assert sum(r.status == "timed" for r in res.rows) == 2, [(r.name, r.status) for r in res.rows]
+    serve._stores.clear()
+    registry.reset()
+    a, w = torch.randn(190, 128), torch.randn(4, 128, 96)
+    out = xvendor.grouped_mm(a, w, torch.tensor([50, 50, 140, 190], dtype=torch.int32),
+                             backend="sycl")
+    assert backend.last_gemm_tile == {k: res.winner.config[k] for k in ("WM", "WN", "RM", "RN", "BK")}
+    from xvendor.testing import oracle
+    assert oracle.rel_error(out, oracle.grouped_mm(a, w, torch.tensor([50, 50, 140, 190], dtype=torch.int32))) < 2e-5

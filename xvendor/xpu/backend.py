@@ -73,7 +73,7 @@ def _fp32(bias: torch.Tensor | None) -> torch.Tensor | None:
 # served per problem for this chip) is built once per tile and cached like any program.
 _TILE_KEYS = ("WM", "WN", "RM", "RN", "BK")
 DEFAULT_TILE = dict(TILE, BK=64)
-last_gemm_tile: dict = {}  # the tile of the latest gemm launch (tests prove what was served)
+last_gemm_tile: dict = {}  # tile of the latest gemm / grouped_mm call (tests prove what ran)
 
 
 def _tile_options(tile: dict) -> tuple:
@@ -82,21 +82,24 @@ def _tile_options(tile: dict) -> tuple:
     return tuple(f"-DXV_GEMM_{k}={int(tile[k])}" for k in _TILE_KEYS)
 
 
-def _served_tile(a, b, bias, out_dtype) -> dict | None:
+def _served_tile(op: str, args: tuple) -> dict | None:
     """The tuned tile for this problem on this chip, if a tuning table holds one."""
     from ..tuning import serve
     from .. import registry
-    info = registry.device_info(a.device)
+    info = registry.device_info(args[0].device)
     store = serve.store_for(info)
     if not store.entries:
         return None
-    from ..ops.gemm import shape_class
-    w = serve.config_for("sycl", "gemm", info, a.dtype, shape_class(a, b, bias, out_dtype))
+    if op == "gemm":
+        from ..ops.gemm import shape_class
+    else:
+        from ..ops.grouped_mm import shape_class
+    w = serve.config_for("sycl", op, info, args[0].dtype, shape_class(*args))
     return {k: int(w.config[k]) for k in _TILE_KEYS} if w is not None else None
 
 
 def gemm(a, b, bias=None, out_dtype=None, tile=None):
-    tile = tile or _served_tile(a, b, bias, out_dtype) or DEFAULT_TILE
+    tile = tile or _served_tile("gemm", (a, b, bias, out_dtype)) or DEFAULT_TILE
     bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
     out_dtype = out_dtype or a.dtype
     (m, k), n = a.shape, b.shape[1]
@@ -119,7 +122,8 @@ def gemm(a, b, bias=None, out_dtype=None, tile=None):
 
 
 class _Tunable:
-    """xvendor.tuning's view of the SYCL gemm: tile shapes around the swept default."""
+    """xvendor.tuning's view of the SYCL gemm and grouped GEMM (both use gemm_tile.h): tile
+    shapes around the swept default."""
 
     SPACE = [(16, 16, 4, 4, 64), (16, 16, 4, 4, 32), (16, 16, 2, 4, 64), (8, 16, 4, 4, 64),
              (16, 8, 4, 4, 64), (8, 8, 4, 4, 64), (16, 16, 4, 2, 64), (8, 16, 2, 4, 32)]
@@ -127,29 +131,31 @@ class _Tunable:
 
     def candidates(self, op, info, key):
         from ..tuning.tuner import Candidate
-        if op != "gemm":
-            return []
         return [Candidate(f"wg{wm}x{wn}_r{rm}x{rn}_k{bk}",
                           {"WM": wm, "WN": wn, "RM": rm, "RN": rn, "BK": bk,
                            "block_m": wm * rm, "block_n": wn * rn, "block_k": bk})
                 for wm, wn, rm, rn, bk in self.SPACE]
 
     def run(self, op, config, args):
-        return gemm(*args, tile={k: int(config[k]) for k in _TILE_KEYS})
+        return KERNELS[op](*args, tile={k: int(config[k]) for k in _TILE_KEYS})
 
 
 TUNABLE = _Tunable()
 
 
-def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, tile=None):
+    tile = tile or _served_tile("grouped_mm", (a, b, offs, bias, out_dtype)) or DEFAULT_TILE
+    last_gemm_tile.clear()
+    last_gemm_tile.update(tile)
     out_dtype = out_dtype or a.dtype
     name = f"{TAGS[a.dtype]}_{TAGS[out_dtype]}"
     if a.dim() == 2 and b.dim() == 3:  # out (R, N): rows of a ragged
         out = torch.empty((a.shape[0], b.shape[2]), dtype=out_dtype, device=a.device)
-        return _ragged_rows(name, a, b, offs, bias, out, transposed=False)
+        return _ragged_rows(name, a, b, offs, bias, out, transposed=False, tile=tile)
     if a.dim() == 3 and b.dim() == 2:  # out (M, N): columns of b ragged -> rows of out^T
         out = torch.empty((a.shape[1], b.shape[1]), dtype=out_dtype, device=a.device)
-        return _ragged_rows(name, a, b, offs, bias, out, transposed=True)
+        return _ragged_rows(name, a, b, offs, bias, out, transposed=True, tile=tile)
+    bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
     groups = a.shape[0] if a.dim() == 3 else offs.shape[0]
     m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     out = torch.empty((groups, m, n), dtype=out_dtype, device=a.device)
@@ -163,14 +169,15 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     pc = run.output("out", out)
     sa_g, sb_g = (sa[0], sb[0]) if a.dim() == 3 else (0, 0)  # 2Dx2D: groups share a and b
     run.run("grouped_mm", f"gmm_batch_{name}",
-            (groups, _tiles(m, BM) * TILE["WM"], _tiles(n, BN) * TILE["WN"]), _LOCAL3,
+            (groups, _tiles(m, bm) * tile["WM"], _tiles(n, bn) * tile["WN"]),
+            (1, tile["WM"], tile["WN"]),
             [(P, pa), (P, pb), (P, po), (P, pbias), (P, pc), (I64, m), (I64, n), (I64, k),
              (I64, sa_g), (I64, sa[-2]), (I64, sa[-1]), (I64, sb_g), (I64, sb[-2]),
-             (I64, sb[-1])])
+             (I64, sb[-1])], options=_tile_options(tile))
     return out
 
 
-def _ragged_rows(name, a, b, offs, bias, out, transposed):
+def _ragged_rows(name, a, b, offs, bias, out, transposed, tile=DEFAULT_TILE):
     """2Dx3D, or 3Dx2D as its transpose: out^T (N, M) = b^T (N, K) @ a[g]^T (K, M)."""
     if out.numel() == 0:
         return out
@@ -189,13 +196,14 @@ def _ragged_rows(name, a, b, offs, bias, out, transposed):
         rows, cols, k = b.shape[1], a.shape[1], a.shape[2]
         lhs, rhs = (pb, sb[1], sb[0]), (pa, sa[0], sa[2], sa[1])
         bias_s, out_s = (0, 1, 0), (1, rows)
-    slots = rows // BM + groups + 1  # every segment wastes less than one tile
+    bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
+    slots = rows // bm + groups + 1  # every segment wastes less than one tile
     run.run("grouped_mm", f"gmm_rows_{name}",
-            (1, slots * TILE["WM"], _tiles(cols, BN) * TILE["WN"]), _LOCAL3,
+            (1, slots * tile["WM"], _tiles(cols, bn) * tile["WN"]), (1, tile["WM"], tile["WN"]),
             [(P, lhs[0]), (P, rhs[0]), (P, po), (P, pbias), (P, pc), (I64, rows), (I64, cols),
              (I64, k), (I64, groups), (I64, lhs[1]), (I64, lhs[2]), (I64, rhs[1]),
              (I64, rhs[2]), (I64, rhs[3]), (I64, bias_s[0]), (I64, bias_s[1]),
-             (I64, bias_s[2]), (I64, out_s[0]), (I64, out_s[1])])
+             (I64, bias_s[2]), (I64, out_s[0]), (I64, out_s[1])], options=_tile_options(tile))
     return out
 
 
