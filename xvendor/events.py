@@ -10,7 +10,7 @@ Rules (each violation raises ``ValueError``/``RuntimeError`` naming the rule):
   equivalent for CPU tensors);
 - timing events cannot be interprocess (CUDA and SYCL both forbid it);
 - interprocess XPU events need torch with ``torch.xpu.Event.ipc_handle`` (2.15+) built
-  against oneAPI 2026.2 or newer (``torch.version.xpu`` >= 20260200).
+  against oneAPI 2026.2 or newer (``xvendor.xpu.ipc``, the XPU specifics).
 
 Verified here: the error paths and the pickling protocol (l0). The IPC round trip itself
 needs a GPU: l2 tests in ``tests/test_events.py`` run it on CUDA/ROCm/XPU and skip elsewhere.
@@ -24,9 +24,6 @@ from multiprocessing.reduction import ForkingPickler
 from . import devices
 
 __all__ = ["Event", "ipc_problem"]
-
-XPU_IPC_MIN_ONEAPI = 20260200  # torch.version.xpu encodes oneAPI as YYYYMMPP
-
 
 def _accelerator(device) -> torch.device:
     dev = torch.device(device) if device is not None else devices._default_device()
@@ -55,21 +52,8 @@ def ipc_problem(device_type: str, *, xpu_version: str | None = None,
     if device_type == "cuda":
         return None  # cudaIpcGetEventHandle / hipIpcGetEventHandle
     if device_type == "xpu":
-        has_xpu_ipc = hasattr(torch.xpu.Event, "ipc_handle") if has_xpu_ipc is None else has_xpu_ipc
-        xpu_version = torch.version.xpu if xpu_version is None else xpu_version
-        if not has_xpu_ipc:
-            return (f"torch {torch.__version__} has no torch.xpu.Event.ipc_handle: XPU event "
-                    "IPC needs torch 2.15 or newer")
-        if not xpu_version:
-            return "this torch build has no XPU support (torch.version.xpu is None)"
-        try:
-            version = int(str(xpu_version)[:8])
-        except ValueError:
-            return f"cannot read the oneAPI version from torch.version.xpu={xpu_version!r}"
-        if version < XPU_IPC_MIN_ONEAPI:
-            return (f"XPU event IPC needs a torch built with oneAPI 2026.2 or newer "
-                    f"(torch.version.xpu={xpu_version})")
-        return None
+        from .xpu.ipc import event_ipc_problem
+        return event_ipc_problem(xpu_version, has_xpu_ipc)
     return f"no interprocess events for device type {device_type!r}"
 
 
