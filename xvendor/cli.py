@@ -1,4 +1,4 @@
-"""``xvendor`` command line: ``check`` (the main job), ``info``, ``explain``, ``ci``.
+"""xvendor's command line: check (the main job), info, explain, compile, tune, ci, run, fr, demo.
 
 ``xvendor check`` prints the devices, the dispatch table (op x device -> backend and why,
 for the present devices and, as a dry run, for the archs xvendor targets), runs every op
@@ -256,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--backend", help="ask about an explicit request")
     e.set_defaults(fn=cmd_explain)
     _add_ci(sub)
+    from .distributed.cli import add_parsers as add_distributed  # run, fr analyze, demo
+    add_distributed(sub)
     from .tuning import compile_cli, tune_cli  # light: toolchains load only when used
     compile_cli.add_parser(sub)
     tune_cli.add_parser(sub)

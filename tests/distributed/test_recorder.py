@@ -1,0 +1,60 @@
+"""Flight recorder (l0): the ring buffer, dumps, and what ``xvendor fr analyze`` concludes."""
+
+import json
+
+import pytest
+import torch
+
+from xvendor.distributed import FlightRecorder, analyze, format_analysis
+from xvendor.distributed.cli import main as cli_main
+
+pytestmark = pytest.mark.l0
+
+
+def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacity=512):
+    fr = FlightRecorder(capacity)
+    t = torch.zeros(8)
+    for _ in range(n_done):
+        fr.finish(fr.start("all_reduce", [t], epoch=0, rank=member), "completed")
+    if stuck:
+        fr.finish(fr.start("all_reduce", [t], epoch=0, rank=member), "aborted")
+    return fr.dump(str(tmp_path), member=member, epoch=0, members=list(members),
+                   reason="agent: member(s) [2] dead", dead=dead or {})
+
+
+def test_ring_buffer_keeps_the_newest_entries():
+    fr = FlightRecorder(capacity=4)
+    for _ in range(10):
+        fr.finish(fr.start("barrier", [], epoch=3, rank=0), "completed")
+    assert [e["seq"] for e in fr.entries()] == [6, 7, 8, 9]
+    with pytest.raises(AssertionError):
+        fr.finish(fr.entries()[0], "weird")
+
+
+def test_analysis_names_the_waited_collective_and_the_missing_rank(tmp_path):
+    # Members 0 and 1 sit in collective #5; member 2 (killed) left no dump.
+    _rank(tmp_path, 0, 5, True, dead={2: "process 99 killed by signal 9"})
+    _rank(tmp_path, 1, 5, True)
+    rep = analyze(str(tmp_path))
+    (ep,) = rep["epochs"]
+    assert ep["waited_in"] == {"seq": 5, "op": "all_reduce", "sizes": [8], "dtype": "float32"}
+    assert ep["never_reached"] == [2] and ep["no_dump"] == [2]
+    assert ep["declared_dead"] == {2: "process 99 killed by signal 9"}
+    text = format_analysis(rep)
+    assert "collective #5 all_reduce" in text and "member 2 never reached it" in text
+
+
+def test_analysis_names_a_rank_that_lagged_behind(tmp_path):
+    # Member 1 dumped, but its newest collective is #3: it never reached #5.
+    _rank(tmp_path, 0, 5, True)
+    _rank(tmp_path, 1, 3, False)
+    _rank(tmp_path, 2, 5, True)
+    (ep,) = analyze(str(tmp_path))["epochs"]
+    assert ep["waited_in"]["seq"] == 5 and ep["never_reached"] == [1] and ep["no_dump"] == []
+
+
+def test_fr_analyze_cli_json(tmp_path, capsys):
+    _rank(tmp_path, 0, 2, True)
+    assert cli_main(["fr", "analyze", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epochs"][0]["never_reached"] == [1, 2]

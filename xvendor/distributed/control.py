@@ -1,0 +1,205 @@
+"""The control plane: membership epochs, death notices, abort flags and joins, kept in a
+TCPStore that a process outside the training ranks hosts (``Agent``).
+
+Every key lives under ``xv/``. The protocol, in store terms:
+
+- ``xv/ep/<e>``       the membership record of epoch ``e`` (JSON: members in rank order, how
+                      many join slots it consumed, why it exists). Written once, by
+                      ``compare_set(key, "", proposal)``: the first proposal wins and every
+                      proposer adopts the winner, so all survivors agree without a leader.
+- ``xv/latest``       a hint: the newest epoch known to be proposed (probe forward from it).
+- ``xv/abort/<e>``    set once epoch ``e`` must stop (a death, a collective error, a member
+                      that will never arrive). Ranks poll it between wait slices.
+- ``xv/dead/<id>``    a death notice (reason); final: a dead id is never admitted again.
+                      ``xv/dead_seq`` + ``xv/deadlist/<n>`` list them in order.
+- ``xv/hb/<id>``      a heartbeat counter; the agent judges staleness by its own clock.
+- ``xv/join/<k>``     join slot ``k`` holds a newcomer id (claimed with compare_set).
+- ``xv/gb/<e>/<s>``   the grow decision of epoch ``e`` at step ``s`` (first proposal wins).
+- ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state).
+
+Member ids identify one process incarnation: a process that is excluded and rejoins gets a
+new id, so nothing it did under the old one can count again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+ROOT = "xv/"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Detection and wait bounds, in seconds.
+
+    A collective call returns or raises within ``call_bound_s``: a dead process is noticed
+    at once (the agent sees it exit), a hung one when its heartbeat is ``hb_timeout_s`` old.
+    """
+
+    slice_s: float = 0.02          # one slice of a wait; the abort flag is read between slices
+    hb_interval_s: float = 0.1
+    hb_timeout_s: float = 3.0      # a heartbeat this old marks a process hung
+    agent_tick_s: float = 0.01
+    op_timeout_s: float = 30.0     # gloo's own timeout: a retired group's stuck op ends by then
+    join_timeout_s: float = 120.0
+    margin_s: float = 1.5
+
+    @property
+    def call_bound_s(self) -> float:
+        return self.hb_timeout_s + 0.05 + self.agent_tick_s + self.slice_s + self.margin_s
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class EpochAborted(RuntimeError):
+    """The current epoch stopped (a member died, hung or failed): call ``recover()``."""
+
+
+class Excluded(RuntimeError):
+    """This process is no longer a member (declared dead, or left out by agreement).
+    It may rejoin as a newcomer with a new id: ``ResilientGroup.rejoin()``."""
+
+
+def key_epoch(e: int) -> str: return f"{ROOT}ep/{e}"
+def key_abort(e: int) -> str: return f"{ROOT}abort/{e}"
+def key_dead(i: int) -> str: return f"{ROOT}dead/{i}"
+def key_hb(i: int) -> str: return f"{ROOT}hb/{i}"
+def key_pid(i: int) -> str: return f"{ROOT}pid/{i}"
+def key_left(i: int) -> str: return f"{ROOT}left/{i}"
+def key_join(k: int) -> str: return f"{ROOT}join/{k}"
+def key_grow(e: int, step: int) -> str: return f"{ROOT}gb/{e}/{step}"
+def key_ready(e: int, i: int) -> str: return f"{ROOT}ready/{e}/{i}"
+def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
+
+
+KEY_LATEST = ROOT + "latest"
+KEY_NEXT_ID = ROOT + "next_id"
+KEY_DEAD_SEQ = ROOT + "dead_seq"
+
+
+def connect(host: str, port: int, timeout_s: float = 60.0) -> dist.TCPStore:
+    return dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
+
+
+class Control:
+    """One process's view of the control plane (a store client plus small caches)."""
+
+    def __init__(self, store: dist.Store):
+        self.store = store
+        self._dead: dict[int, str] = {}
+        self._dead_seen = 0
+
+    # -- plain reads -------------------------------------------------------------------
+    def get(self, key: str) -> str | None:
+        return self.store.get(key).decode() if self.store.check([key]) else None
+
+    def new_id(self) -> int:
+        return int(self.store.add(KEY_NEXT_ID, 1)) - 1
+
+    # -- epochs ------------------------------------------------------------------------
+    def record(self, e: int) -> dict | None:
+        raw = self.get(key_epoch(e))
+        return json.loads(raw) if raw else None
+
+    def latest_epoch(self) -> int:
+        raw = self.get(KEY_LATEST)
+        e = int(raw) if raw else 0
+        while self.store.check([key_epoch(e + 1)]):
+            e += 1
+        return e
+
+    def propose(self, e: int, record: dict) -> dict:
+        """First proposal for epoch ``e`` wins; returns the winning record."""
+        record = dict(record, epoch=e)
+        won = self.store.compare_set(key_epoch(e), "", json.dumps(record)).decode()
+        if e > self.latest_hint():  # a hint only: readers probe forward from it
+            self.store.set(KEY_LATEST, str(e))
+        return json.loads(won)
+
+    def latest_hint(self) -> int:
+        raw = self.get(KEY_LATEST)
+        return int(raw) if raw else 0
+
+    def abort(self, e: int, reason: str) -> None:
+        self.store.compare_set(key_abort(e), "", reason)
+
+    def aborted(self, e: int) -> bool:
+        return self.store.check([key_abort(e)])
+
+    # -- deaths ------------------------------------------------------------------------
+    def declare_dead(self, member: int, reason: str) -> bool:
+        """Post a death notice; True if this call posted it first."""
+        got = self.store.compare_set(key_dead(member), "", reason).decode()
+        if got != reason:
+            return False
+        n = int(self.store.add(KEY_DEAD_SEQ, 1))
+        self.store.set(f"{ROOT}deadlist/{n - 1}", str(member))
+        return True
+
+    def dead(self) -> dict[int, str]:
+        """All death notices so far, {id: reason} (incremental: new ones only are fetched)."""
+        n = int(self.store.add(KEY_DEAD_SEQ, 0))
+        while self._dead_seen < n:
+            key = f"{ROOT}deadlist/{self._dead_seen}"
+            if not self.store.check([key]):  # the poster is between add() and set()
+                break
+            member = int(self.store.get(key))
+            self._dead[member] = self.store.get(key_dead(member)).decode()
+            self._dead_seen += 1
+        return dict(self._dead)
+
+    def is_dead(self, member: int) -> bool:
+        return self.store.check([key_dead(member)])
+
+    # -- joins -------------------------------------------------------------------------
+    def claim_join_slot(self, member: int) -> int:
+        k = 0
+        while True:
+            if self.store.compare_set(key_join(k), "", str(member)).decode() == str(member):
+                return k
+            k += 1
+
+    def joiners_from(self, k: int) -> list[int]:
+        found = []
+        while self.store.check([key_join(k)]):
+            found.append(int(self.store.get(key_join(k))))
+            k += 1
+        return found
+
+
+class Heartbeat:
+    """A daemon thread bumping ``xv/hb/<id>`` on its own store client (a blocked main-thread
+    store call must not stall it). A SIGSTOPped process stops it too: that is the point."""
+
+    def __init__(self, host: str, port: int, member: int, interval_s: float):
+        self.member, self.interval_s = member, interval_s
+        self._store = connect(host, port)
+        self._store.set(key_pid(member), str(os.getpid()))
+        self._store.add(key_hb(member), 1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"xv-heartbeat-{member}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._store.add(key_hb(self.member), 1)
+            except Exception:  # the store is gone: the job is over
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def sleep_slice(t: Timing) -> None:
+    time.sleep(t.slice_s)

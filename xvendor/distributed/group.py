@@ -1,0 +1,384 @@
+"""``ResilientGroup``: collectives over the current membership epoch, with waits sliced so no
+call blocks past ``Timing.call_bound_s``; shrink on failure, grow at step boundaries, state
+re-sync from the oldest survivor.
+
+A training loop::
+
+    rg = ResilientGroup.from_env(get_state, set_state)
+    while rg.step < steps:
+        try:
+            try:
+                grad = rg.all_reduce(local_grad()) # raises EpochAborted on a failure
+                apply(grad)
+                rg.commit_step()                   # step += 1; admits newcomers
+            except EpochAborted:
+                rg.recover()                       # shrink; state and step re-synced
+        except Excluded:                           # (recover() raises it too)
+            rg = rg.rejoin()                       # turned away: come back as a newcomer
+
+Collectives work on private copies and return fresh tensors: a retired group whose op is
+stuck on a hung peer may still write into its buffers later, so none is ever reused.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from . import control as cp
+from . import dataplane
+from .control import EpochAborted, Excluded, Timing
+from .recorder import FlightRecorder
+
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+        "product": dist.ReduceOp.PRODUCT}
+
+
+class ResilientGroup:
+    def __init__(self, host: str, port: int, member: int, *, get_state: Callable[[], Any],
+                 set_state: Callable[[Any], None], timing: Timing = Timing(),
+                 fr_dir: str | None = None, backend: str = "gloo", has_state: bool = True,
+                 device: str | torch.device = "cpu", strategy: str | None = None):
+        self.host, self.port, self.member, self.timing = host, port, member, timing
+        self.get_state, self.set_state, self.fr_dir, self.backend = get_state, set_state, fr_dir, backend
+        self.device = torch.device(device)
+        self.ctl = cp.Control(cp.connect(host, port))
+        self.plane = dataplane.Plane(backend, self.ctl.store, timing.op_timeout_s, member,
+                                     strategy, connect=lambda: cp.connect(host, port))
+        self.strategy, self.strategy_why = self.plane.strategy, self.plane.why
+        self._prev = None  # (group, members) of the last epoch: shrink_group/reconfigure need it
+        self.recorder = FlightRecorder()
+        self.has_state = has_state
+        self.pg = None
+        self.epoch, self.rank, self.members, self.record = -1, -1, [], {}
+        self.step = 0
+        self.stats = {"max_call_s": 0.0, "recoveries": [], "epochs": [], "dumps": []}
+        self._dumped: set[int] = set()
+        self._heartbeat = cp.Heartbeat(host, port, member, timing.hb_interval_s)
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, get_state, set_state, **kw) -> "ResilientGroup":
+        """Join the job an ``Agent`` (``xvendor run``) started this process for."""
+        env = os.environ
+        timing = Timing(**json.loads(env["XV_TIMING"])) if env.get("XV_TIMING") else Timing()
+        args = dict(get_state=get_state, set_state=set_state, timing=timing,
+                    fr_dir=env.get("XV_FR_DIR") or None, **kw)
+        host, port = env["XV_STORE_HOST"], int(env["XV_STORE_PORT"])
+        member = int(env["XV_MEMBER"]) if env.get("XV_MEMBER") else None
+        if env.get("XV_ROLE", "founder") == "founder":
+            return cls.found(host, port, member, **args)
+        return cls.newcomer(host, port, member, **args)
+
+    @classmethod
+    def found(cls, host, port, member: int, **kw) -> "ResilientGroup":
+        """A founding member: epoch 0 (written by the agent) lists it."""
+        self = cls(host, port, member, has_state=True, **kw)
+        self._converge(after=-1, t0=time.monotonic())
+        return self
+
+    @classmethod
+    def newcomer(cls, host, port, member: int | None = None, **kw) -> "ResilientGroup":
+        """Queue for admission; return once admitted, with state received."""
+        if member is None:
+            member = cp.Control(cp.connect(host, port)).new_id()
+        self = cls(host, port, member, has_state=False, **kw)
+        self.ctl.claim_join_slot(member)
+        t0 = time.monotonic()
+        while True:
+            if self.ctl.is_dead(member):
+                self._exclude(f"member {member} was declared dead while queued")
+            latest = self.ctl.latest_epoch()
+            rec = self.ctl.record(latest) or {"members": []}
+            if member in rec["members"]:
+                break
+            if rec["members"] and all(self.ctl.store.check([cp.key_left(m)])
+                                      for m in rec["members"]):
+                self._heartbeat.stop()
+                raise RuntimeError(f"member {member}: every member of epoch {latest} has "
+                                   "finished; nothing left to join")
+            if time.monotonic() - t0 > self.timing.join_timeout_s:
+                raise TimeoutError(f"member {member}: not admitted within "
+                                   f"{self.timing.join_timeout_s} s (no step boundary reached?)")
+            time.sleep(self.timing.slice_s)
+        self._converge(after=-1, t0=t0)
+        self.stats["admitted_s"] = time.monotonic() - t0
+        return self
+
+    def rejoin(self) -> "ResilientGroup":
+        """After ``Excluded``: come back as a newcomer under a new id."""
+        return type(self).newcomer(self.host, self.port, None, get_state=self.get_state,
+                                   set_state=self.set_state, timing=self.timing,
+                                   fr_dir=self.fr_dir, backend=self.backend, device=self.device,
+                                   strategy=self.plane.strategy)
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    # -- collectives ---------------------------------------------------------------------
+    def _stage(self, t: torch.Tensor) -> torch.Tensor:
+        return t.detach().to(self.device, copy=True)
+
+    def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        buf = self._stage(t)
+        o = dist.AllreduceOptions()
+        o.reduceOp = _OPS[op]
+        self._run("all_reduce", [buf], lambda: self.pg.allreduce([buf], o))
+        return buf
+
+    def broadcast(self, t: torch.Tensor, src: int = 0, _op: str = "broadcast") -> torch.Tensor:
+        buf = self._stage(t)
+        o = dist.BroadcastOptions()
+        o.rootRank, o.rootTensor = src, 0
+        self._run(_op, [buf], lambda: self.pg.broadcast([buf], o))
+        return buf
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        src = self._stage(t)
+        outs = [torch.empty_like(src) for _ in range(self.size)]
+        self._run("all_gather", [src], lambda: self.pg.allgather([outs], [src]))
+        return outs
+
+    def reduce_scatter(self, inputs: list[torch.Tensor], op: str = "sum") -> torch.Tensor:
+        if len(inputs) != self.size:
+            raise ValueError(f"reduce_scatter: inputs must hold one tensor per rank "
+                             f"({self.size}), got {len(inputs)}")
+        ins = [self._stage(x) for x in inputs]
+        out = torch.empty_like(ins[0])
+        o = dist.ReduceScatterOptions()
+        o.reduceOp = _OPS[op]
+        self._run("reduce_scatter", ins, lambda: self.pg.reduce_scatter([out], [ins], o))
+        return out
+
+    def barrier(self) -> None:
+        self._run("barrier", [], lambda: self.pg.barrier(dist.BarrierOptions()))
+
+    def _run(self, op: str, tensors, launch) -> None:
+        if self.pg is None:
+            raise EpochAborted(f"member {self.member}: no group (call recover())")
+        entry = self.recorder.start(op, tensors, self.epoch, self.rank)
+        t0 = time.monotonic()
+        try:
+            self._wait(launch(), t0)
+            self.recorder.finish(entry, "completed")
+        except EpochAborted:
+            self.recorder.finish(entry, "aborted")
+            raise
+        except RuntimeError as e:  # gloo: connection closed/reset by a dead peer, ...
+            self.recorder.finish(entry, "failed")
+            self.ctl.abort(self.epoch, f"member {self.member}: {op} failed: {str(e)[:200]}")
+            raise EpochAborted(f"epoch {self.epoch}: {op} failed: {e}") from e
+        finally:
+            self.stats["max_call_s"] = max(self.stats["max_call_s"], time.monotonic() - t0)
+
+    def _wait(self, work, t0: float) -> None:
+        sl = datetime.timedelta(seconds=self.timing.slice_s)
+        poll = False  # reconfigure's FutureWrappingWork has no wait(timeout): poll it
+        while True:
+            if poll:
+                if work.is_completed():
+                    work.wait()  # done: returns at once, or raises the op's error
+                    return
+                time.sleep(self.timing.slice_s / 4)
+            else:
+                try:
+                    work.wait(sl)
+                    return
+                except RuntimeError as e:
+                    if "finite timeout not implemented" in str(e):
+                        poll = True
+                        continue
+                    if "timed out" not in str(e).lower():
+                        raise
+            if self.ctl.aborted(self.epoch):
+                why = self.ctl.get(cp.key_abort(self.epoch))
+                raise EpochAborted(f"epoch {self.epoch} aborted: {why}")
+            if time.monotonic() - t0 > self.timing.call_bound_s - 2 * self.timing.slice_s:
+                # NOTE [bound]: no death notice yet a peer is silent: stop the epoch rather
+                # than break the bound. A live slow peer is re-admitted by the next proposal.
+                self.ctl.abort(self.epoch, f"member {self.member}: no progress within the "
+                                           f"call bound {self.timing.call_bound_s:.2f} s")
+
+    # -- step boundary: grow ---------------------------------------------------------------
+    def commit_step(self) -> None:
+        """Count a finished step and admit queued newcomers (all members agree via the store)."""
+        self.step += 1
+        self.ctl.store.set(cp.key_progress(self.member), str(self.step))
+        k0 = self.record.get("joins", 0)
+        seen = len(self.ctl.joiners_from(k0))
+        n = int(self.ctl.store.compare_set(cp.key_grow(self.epoch, self.step), "",
+                                           str(seen)).decode())
+        if n == 0:
+            return
+        t0 = time.monotonic()
+        dead = self.ctl.dead()
+        joiners = [j for j in self.ctl.joiners_from(k0)[:n] if j not in dead]
+        self.ctl.propose(self.epoch + 1, {"members": self.members + joiners, "joins": k0 + n,
+                                          "why": f"grow at step {self.step}: {joiners}"})
+        old = self.epoch
+        self._retire_current()
+        self._converge(after=old, t0=t0)
+        self.stats["recoveries"].append({"kind": "grow", "s": time.monotonic() - t0,
+                                         "epoch": self.epoch, "size": self.size})
+
+    # -- failure: shrink -----------------------------------------------------------------
+    def recover(self) -> None:
+        """After ``EpochAborted``: agree on the survivors, form the next epoch, re-sync state."""
+        t0 = time.monotonic()
+        old = self.epoch
+        self.ctl.abort(old, f"member {self.member} entered recovery")
+        self._retire_current()
+        self._dump(old, self.members)  # every reachable rank dumps: the abort flag told them
+        self._converge(after=old, t0=t0)
+        self.stats["recoveries"].append({"kind": "shrink", "s": time.monotonic() - t0,
+                                         "epoch": self.epoch, "size": self.size})
+
+    def _converge(self, after: int, t0: float) -> None:
+        settle: dict[int, float] = {}
+        while True:
+            if time.monotonic() - t0 > self.timing.join_timeout_s:
+                raise RuntimeError(f"member {self.member}: membership did not converge within "
+                                   f"{self.timing.join_timeout_s} s")
+            if self.ctl.is_dead(self.member):
+                self._exclude(f"member {self.member} was declared dead: "
+                              f"{self.ctl.get(cp.key_dead(self.member))}")
+            latest = self.ctl.latest_epoch()
+            rec = self.ctl.record(latest)
+            if self.member not in rec["members"]:
+                self._exclude(f"member {self.member} is not in epoch {latest} {rec['members']}")
+            if latest > after and not self.ctl.aborted(latest):
+                try:
+                    self._form(latest, rec)
+                    return
+                except EpochAborted:
+                    self._retire_current()
+                    continue
+            self.ctl.abort(latest, f"member {self.member} left epoch {latest}")
+            gone = self._gone(rec["members"])
+            first = settle.setdefault(latest, time.monotonic())
+            if not gone and time.monotonic() - first < self.timing.hb_timeout_s + self.timing.margin_s:
+                time.sleep(self.timing.slice_s)  # wait for the agent's verdict on who failed
+                continue
+            self._dump(latest, rec["members"])
+            self.ctl.propose(latest + 1, {"members": [m for m in rec["members"] if m not in gone],
+                                          "joins": rec.get("joins", 0),
+                                          "why": f"shrink after epoch {latest}: {sorted(gone)}"})
+
+    def _gone(self, members: list[int]) -> set[int]:
+        dead = self.ctl.dead()
+        return {m for m in members if m in dead or self.ctl.store.check([cp.key_left(m)])}
+
+    def _form(self, e: int, rec: dict) -> None:
+        members = rec["members"]
+        keys = [cp.key_ready(e, m) for m in members]
+        self.ctl.store.set(cp.key_ready(e, self.member), "1" if self.has_state else "0")
+        t0, polls = time.monotonic(), 0
+        while not self.ctl.store.check(keys):
+            polls += 1
+            if polls % 4:  # arrivals are polled often, deaths and aborts every 4th time
+                time.sleep(self.timing.slice_s / 4)
+                continue
+            if self.ctl.aborted(e):
+                raise EpochAborted(f"epoch {e} aborted while forming")
+            gone = self._gone(members)
+            if gone or time.monotonic() - t0 > self.timing.join_timeout_s:
+                self.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
+                raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
+            time.sleep(self.timing.slice_s / 4)
+        flags = [v.decode() for v in self.ctl.store.multi_get(keys)]
+        if "1" not in flags:
+            raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
+        src = flags.index("1")  # the oldest member holding state
+        prev, prev_members = self._prev or (None, [])
+        self._prev = None
+        self.epoch, self.rank, self.members, self.record = e, members.index(self.member), members, rec
+        try:
+            self.pg = self._build(e, members, prev, prev_members)
+        except RuntimeError as err:
+            self.ctl.abort(e, f"member {self.member}: group creation failed: {err}")
+            raise EpochAborted(f"epoch {e}: group creation failed: {err}") from err
+        self._sync_state(src)
+        self.has_state = True
+        self.stats["epochs"].append({"epoch": e, "members": members, "rank": self.rank})
+
+    def _build(self, e: int, members: list[int], prev, prev_members: list[int]):
+        """The epoch's group, built on a helper thread: a gloo constructor connects to every
+        peer and blocks for the whole op timeout if one died after the rendezvous (seen in
+        the two-failures drill). The constructor releases the GIL, so this thread keeps
+        reading the abort flag and, on abort, leaves the builder behind (it times out)."""
+        box: dict = {}
+
+        def build():
+            try:
+                box["pg"] = self.plane.form(e, self.rank, members, prev, prev_members,
+                                            lambda w: self._wait(w, time.monotonic()))
+            except BaseException as err:  # handed to the training thread
+                box["err"] = err
+
+        th = threading.Thread(target=build, name=f"xv-build-{e}", daemon=True)
+        th.start()
+        while th.is_alive():
+            th.join(self.timing.slice_s)
+            if th.is_alive() and (self.ctl.aborted(e) or self._gone(members)):
+                self.ctl.abort(e, f"member {self.member}: a peer died while epoch {e} connected")
+                raise EpochAborted(f"epoch {e} aborted while its group connected")
+        if "err" in box:
+            raise box["err"]
+        return box["pg"]
+
+    def _sync_state(self, src: int) -> None:
+        payload = None
+        if self.rank == src:
+            bio = io.BytesIO()
+            torch.save({"step": self.step, "state": self.get_state()}, bio)
+            payload = torch.frombuffer(bytearray(bio.getvalue()), dtype=torch.uint8)
+            header = torch.tensor([payload.numel(), self.step], dtype=torch.int64)
+        else:
+            header = torch.zeros(2, dtype=torch.int64)
+        header = self.broadcast(header, src, _op="state_header")
+        buf = payload if payload is not None else torch.empty(int(header[0]), dtype=torch.uint8)
+        buf = self.broadcast(buf, src, _op="state_payload").cpu()
+        if self.rank != src:
+            obj = torch.load(io.BytesIO(buf.numpy().tobytes()), weights_only=True)
+            self.set_state(obj["state"])
+            self.step = int(obj["step"])
+
+    # -- leaving -------------------------------------------------------------------------
+    def _retire_current(self) -> None:
+        """Stop using the group. The data plane retires it when the next one exists (a
+        shrink may build the next one from it); never used again either way."""
+        if self.pg is not None:
+            if self._prev is not None:
+                self.plane.retire(self._prev[0])
+            self._prev = (self.pg, self.members)
+            self.pg = None
+
+    def _dump(self, e: int, members: list[int], reason: str | None = None) -> None:
+        if self.fr_dir is None or e in self._dumped:
+            return
+        self._dumped.add(e)
+        why = reason or self.ctl.get(cp.key_abort(e)) or "unknown"
+        self.stats["dumps"].append(self.recorder.dump(
+            self.fr_dir, member=self.member, epoch=e, members=members, reason=why,
+            dead=self.ctl.dead()))
+
+    def _exclude(self, why: str):
+        self._heartbeat.stop()
+        self._retire_current()
+        if self.epoch >= 0:
+            self._dump(self.epoch, self.members, reason=why)
+        raise Excluded(why)
+
+    def close(self) -> None:
+        """Leave cleanly: the agent will not count this process's exit as a failure."""
+        self.ctl.store.set(cp.key_left(self.member), "1")
+        self._heartbeat.stop()

@@ -1,0 +1,124 @@
+"""Flight recorder: a ring buffer of a rank's recent collectives, JSON dumps, and the analysis
+behind ``xvendor fr analyze DIR``.
+
+Each entry: ``seq`` (per epoch), ``op``, ``sizes`` (numel of each tensor), ``dtype``,
+``epoch``, ``rank``, ``start``/``end`` (wall clock), ``state`` (started, completed, failed,
+aborted). On a failure every reachable rank writes ``fr_e<epoch>_m<id>.json`` (the abort
+flag reaches all of them); the agent writes ``fr_agent.json`` with its death notices.
+
+The analysis, per epoch that ended in a failure: the collective the survivors were waiting
+in (the newest seq any dumping rank started and did not complete) and the members that never
+reached it: no dump at all (the process is gone or frozen) or a newest seq below it.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import time
+
+STATES = ("started", "completed", "failed", "aborted")
+
+
+class FlightRecorder:
+    def __init__(self, capacity: int = 512):
+        self._ring: collections.deque[dict] = collections.deque(maxlen=capacity)
+        self._seq: dict[int, int] = collections.defaultdict(int)
+
+    def start(self, op: str, tensors, epoch: int, rank: int) -> dict:
+        entry = {"seq": self._seq[epoch], "op": op, "sizes": [int(t.numel()) for t in tensors],
+                 "dtype": str(tensors[0].dtype).removeprefix("torch.") if tensors else None,
+                 "epoch": epoch, "rank": rank, "start": time.time(), "end": None,
+                 "state": "started"}
+        self._seq[epoch] += 1
+        self._ring.append(entry)
+        return entry
+
+    @staticmethod
+    def finish(entry: dict, state: str) -> None:
+        assert state in STATES
+        entry["state"], entry["end"] = state, time.time()
+
+    def entries(self) -> list[dict]:
+        return [dict(e) for e in self._ring]
+
+    def dump(self, directory: str, *, member: int, epoch: int, members: list[int],
+             reason: str, dead: dict[int, str]) -> str:
+        os.makedirs(directory, exist_ok=True)
+        doc = {"member": member, "pid": os.getpid(), "epoch": epoch, "members": members,
+               "reason": reason, "dead": {str(k): v for k, v in dead.items()},
+               "time": time.time(), "entries": self.entries()}
+        path = os.path.join(directory, f"fr_e{epoch}_m{member}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)  # a reader never sees half a dump
+        return path
+
+
+def write_agent_dump(directory: str, deaths: dict[int, str], epochs: dict[int, dict]) -> None:
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, "fr_agent.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"dead": {str(k): v for k, v in deaths.items()},
+                   "epochs": {str(k): v for k, v in epochs.items()}}, f)
+    os.replace(tmp, os.path.join(directory, "fr_agent.json"))
+
+
+def analyze(directory: str) -> dict:
+    """Per failed epoch: what the survivors waited in and who never reached it."""
+    dumps = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, "fr_e*_m*.json")))]
+    agent_path = os.path.join(directory, "fr_agent.json")
+    agent = json.load(open(agent_path)) if os.path.exists(agent_path) else {"dead": {}}
+    dead: dict[str, str] = dict(agent.get("dead", {}))
+    for d in dumps:
+        dead.update(d["dead"])
+    by_epoch: dict[int, list[dict]] = collections.defaultdict(list)
+    for d in dumps:
+        by_epoch[d["epoch"]].append(d)
+    epochs = []
+    for e in sorted(by_epoch):
+        ds = by_epoch[e]
+        members = max((d["members"] for d in ds), key=len)
+        newest = {d["member"]: max((x for x in d["entries"] if x["epoch"] == e),
+                                   key=lambda x: x["seq"], default=None) for d in ds}
+        stuck = [x for x in newest.values() if x is not None and x["state"] != "completed"]
+        waited = max(stuck, key=lambda x: x["seq"]) if stuck else None
+        missing = [m for m in members if m not in newest]
+        behind = [m for m, x in newest.items() if waited is not None
+                  and (x is None or x["seq"] < waited["seq"])]
+        never = sorted(set(missing) | set(behind))
+        epochs.append({
+            "epoch": e, "members": members, "dumped": sorted(newest),
+            "reasons": sorted({d["reason"] for d in ds}),
+            "waited_in": None if waited is None else
+            {k: waited[k] for k in ("seq", "op", "sizes", "dtype")},
+            "never_reached": never, "no_dump": sorted(missing),
+            "declared_dead": {m: dead[str(m)] for m in members if str(m) in dead},
+        })
+    return {"directory": directory, "epochs": epochs, "dead": dead}
+
+
+def format_analysis(result: dict) -> str:
+    lines = [f"flight recorder dumps in {result['directory']}"]
+    if not result["epochs"]:
+        lines.append("  no dumps: no failure was recorded")
+    for ep in result["epochs"]:
+        lines.append(f"epoch {ep['epoch']}: members {ep['members']} (rank order); "
+                     f"dumps from {ep['dumped']}; why: {'; '.join(ep['reasons'])}")
+        w = ep["waited_in"]
+        if w is None:
+            lines.append("  survivors were not inside a collective")
+        else:
+            lines.append(f"  survivors were waiting in collective #{w['seq']} {w['op']} "
+                         f"sizes={w['sizes']} dtype={w['dtype']}")
+        for m in ep["never_reached"]:
+            why = ep["declared_dead"].get(m, "no death notice")
+            how = "no dump (process gone or frozen)" if m in ep["no_dump"] else "behind"
+            lines.append(f"  member {m} never reached it: {how}; agent: {why}")
+        for m, why in ep["declared_dead"].items():
+            if m not in ep["never_reached"]:
+                lines.append(f"  member {m} reached it, then failed; agent: {why}")
+    return "\n".join(lines)
