@@ -26,3 +26,21 @@ def test_flydsl_loads_what_we_export(tmp_path):
                                    "AMD Instinct MI355X", "gfx942", 304)
     assert Autotuner(grouped_gemm, [Config(BLOCK_M=64)], ["M", "N"], 1, 1,
                      artifact_name="xv-grouped-gemm")._load_artifact((path, wrong), ("a", "b", 4096, 7168), {}) is None
+
+
+def test_export_store_writes_only_flydsl_winners(tmp_path):
+    import json
+
+    from xvendor.tuning.problem import ProblemKey
+    from xvendor.tuning.store import TuningStore, Winner
+    store = TuningStore("gfx950", 256, tmp_path / "tables")
+    k = ProblemKey("grouped_mm", "flydsl", "gfx950", 256, "AMD Instinct MI355X", "bfloat16",
+                   "bfloat16", "2Dx3D:NT", 32768, 4096, 7168, 256)
+    store.put(k, Winner("flydsl", {"block_m": 256, "block_n": 128, "stages": 3}, "256x128",
+                        100.0, provenance={"kind": "measured"}))
+    store.put(ProblemKey(**{**k.__dict__, "backend": "triton"}), Winner("triton", {}, "t"))
+    (path,) = flydsl_export.export_store(store, tmp_path / "fly")
+    data = json.loads(path.read_text())
+    assert data["identity"]["name"] == "xvendor-grouped-mm"
+    assert data["identity"]["key"]["M"] == 32768 and data["identity"]["device"]["arch"] == "gfx950"
+    assert data["config"] == {"block_m": 256, "block_n": 128, "stages": 3}

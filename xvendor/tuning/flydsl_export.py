@@ -49,3 +49,26 @@ def write_artifact(config_dir: str | Path, artifact_name: str, ident: dict, conf
         f.write("\n")
     os.replace(tmp, path)
     return path
+
+
+def export_store(store, directory: str | Path, backend: str = "flydsl") -> list[Path]:
+    """Every ``backend`` winner of a tuning store as a FlyDSL artifact in ``directory``.
+
+    Artifact names are ``xvendor-<op>``; the key names are the problem's axes (``M``, ``N``,
+    ``K``, ``G``, ``dtype``, ``layout``), the device identity the store's exact chip. A
+    FlyDSL kernel declared with ``@autotune(key=[...], artifact_name="xvendor-<op>")`` over
+    the same axes picks them up through ``FLYDSL_AUTOTUNE_CONFIG_DIR``.
+    """
+    from .problem import ProblemKey
+    written = []
+    for text, winner in sorted(store.entries.items()):
+        key = ProblemKey.parse(text)
+        if winner.backend != backend or key.backend != backend:
+            continue
+        name = f"xvendor-{key.op.replace('_', '-')}"
+        axes = {"M": key.m, "N": key.n, "K": key.k, "G": key.groups, "dtype": key.dtype,
+                "layout": key.layout}
+        ident = identity(name, axes, key.product, key.arch, key.cus)
+        config = {k: v for k, v in winner.config.items() if isinstance(v, (int, float, str, bool))}
+        written.append(write_artifact(directory, name, ident, config))
+    return written

@@ -34,6 +34,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, help="seconds per problem and backend")
     p.add_argument("--top-k", type=int, help="time only the k best predictions")
     p.add_argument("--device", help="default: the first accelerator, else cpu")
+    p.add_argument("--export-flydsl", metavar="DIR",
+                   help="also write the chip's flydsl winners as FlyDSL offline-config "
+                        "artifacts (FLYDSL_AUTOTUNE_CONFIG_DIR) into DIR")
     p.set_defaults(func=main)
     return p
 
@@ -108,7 +111,7 @@ def main(args) -> int:
     if args.source:
         keys += [k for k in serve.captured_keys(args.source)
                  if k.arch == info.arch and k.cus == info.cu_count]
-    if not keys:
+    if not keys and not args.export_flydsl:
         console.print("xvendor tune: nothing to tune (give --from FILE or --shape)")
         return 2
     store = serve.store_for(info)
@@ -129,6 +132,11 @@ def main(args) -> int:
                                  default_name=getattr(mod.TUNABLE, "default_name", None))
             _print(console, name, res)
             status = 0 if res.winner is not None else status
+    if args.export_flydsl:
+        from .flydsl_export import export_store
+        paths = export_store(store, args.export_flydsl)
+        console.print(f"exported {len(paths)} flydsl winner(s) to {args.export_flydsl}")
+        status = 0 if not keys else status
     return status
 
 
