@@ -7,7 +7,6 @@ import sys
 import types
 
 import pytest
-import torch
 
 import xvendor
 from xvendor import cli, reference, registry

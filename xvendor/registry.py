@@ -34,7 +34,7 @@ from typing import Callable
 import torch
 
 from . import devices
-from .gate import Gate, GateFailure, compare as _compare  # noqa: F401 (re-exported)
+from .gate import Gate, GateFailure  # noqa: F401 (GateFailure is part of this API)
 
 __all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "register", "backends",
            "select", "use_backend", "set_tuned_lookup", "reset", "plugin_problems"]

@@ -4,7 +4,6 @@ Never run where this was written (no GPU): see docs/resilient-groups.md."""
 
 import glob
 import json
-import os
 import signal
 import time
 
