@@ -147,20 +147,23 @@ def main(args) -> int:
     return 1 if bad else 0
 
 
-def summary_for_check(targets=ALL_TARGETS, cache_dir=None) -> list[dict]:
-    """Cross-compile each target's default configs (cached) for ``xvendor check``.
-
-    One dict per (target, template) with ``_CHECK_FIELDS``; if the toolchain cannot run
-    here, one dict per target with ``ok=False`` and the reason.
-    """
+def _summary(toolchain: str, targets, cache_dir, extra: dict) -> list[dict]:
+    """Cross-compile each target's default configs (cached): one row per (target, template)
+    with ``_CHECK_FIELDS`` (+ ``extra``); if the toolchain cannot run here, one failed row
+    per target with the reason. ``xvendor check`` reports, it does not crash."""
     from . import sweep as sw
     try:
-        records = sw.sweep("triton", list(targets), "default", cache_dir=cache_dir)
-    except Exception as e:  # check reports, it does not crash
+        records = sw.sweep(toolchain, list(targets), "default", cache_dir=cache_dir)
+    except Exception as e:
         return [{"target": t, "template": "*", "config_name": "-", "ok": False,
-                 "reason": f"cross-compile unavailable: {type(e).__name__}: {e}"}
+                 "reason": f"{toolchain} compile unavailable: {type(e).__name__}: {e}"}
                 for t in targets]
-    return [{k: r.get(k) for k in _CHECK_FIELDS} for r in records]
+    return [dict({k: r.get(k) for k in _CHECK_FIELDS}, **extra) for r in records]
+
+
+def summary_for_check(targets=ALL_TARGETS, cache_dir=None) -> list[dict]:
+    """The Triton section of ``xvendor check``."""
+    return _summary("triton", targets, cache_dir, {})
 
 
 FLYDSL_NOTE = ("static checks only: FlyDSL numerics are unverified until run on gfx950/gfx1250 "
@@ -168,19 +171,9 @@ FLYDSL_NOTE = ("static checks only: FlyDSL numerics are unverified until run on 
 
 
 def flydsl_summary_for_check(targets=BACKEND_TARGETS["flydsl"], cache_dir=None) -> list[dict]:
-    """FlyDSL compile of each target's default configs (cached) for ``xvendor check``.
-
-    Like ``summary_for_check``, plus a ``numerics`` column that says plainly what a compile
-    cannot show.
-    """
-    from . import sweep as sw
-    try:
-        records = sw.sweep("flydsl", list(targets), "default", cache_dir=cache_dir)
-    except Exception as e:  # check reports, it does not crash
-        return [{"target": t, "template": "*", "config_name": "-", "ok": False,
-                 "reason": f"FlyDSL compile unavailable: {type(e).__name__}: {e}"}
-                for t in targets]
-    return [dict({k: r.get(k) for k in _CHECK_FIELDS}, numerics=FLYDSL_NOTE) for r in records]
+    """The FlyDSL section of ``xvendor check``, with a ``numerics`` column that says plainly
+    what a compile cannot show."""
+    return _summary("flydsl", targets, cache_dir, {"numerics": FLYDSL_NOTE})
 
 
 if __name__ == "__main__":

@@ -161,12 +161,7 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, tile=None):
     out = torch.empty((groups, m, n), dtype=out_dtype, device=a.device)
     if out.numel() == 0:
         return out
-    run = Launch(a.device)
-    pa, sa = run.input("a", a, any_strides=True)
-    pb, sb = run.input("b", b, any_strides=True)
-    po, _ = run.input("offs", offs)
-    pbias, _ = run.input("bias", _fp32(bias))
-    pc = run.output("out", out)
+    run, (pa, sa), (pb, sb), po, pbias, pc = _grouped_operands(a, b, offs, bias, out)
     sa_g, sb_g = (sa[0], sb[0]) if a.dim() == 3 else (0, 0)  # 2Dx2D: groups share a and b
     run.run("grouped_mm", f"gmm_batch_{name}",
             (groups, _tiles(m, bm) * tile["WM"], _tiles(n, bn) * tile["WN"]),
@@ -177,16 +172,22 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, tile=None):
     return out
 
 
+def _grouped_operands(a, b, offs, bias, out):
+    """A launch with the grouped operands copied in: (run, (a ptr, strides), (b ptr,
+    strides), offs ptr, bias ptr, out ptr)."""
+    run = Launch(a.device)
+    pa = run.input("a", a, any_strides=True)
+    pb = run.input("b", b, any_strides=True)
+    po, _ = run.input("offs", offs)
+    pbias, _ = run.input("bias", _fp32(bias))
+    return run, pa, pb, po, pbias, run.output("out", out)
+
+
 def _ragged_rows(name, a, b, offs, bias, out, transposed, tile=DEFAULT_TILE):
     """2Dx3D, or 3Dx2D as its transpose: out^T (N, M) = b^T (N, K) @ a[g]^T (K, M)."""
     if out.numel() == 0:
         return out
-    run = Launch(a.device)
-    pa, sa = run.input("a", a, any_strides=True)
-    pb, sb = run.input("b", b, any_strides=True)
-    po, _ = run.input("offs", offs)
-    pbias, _ = run.input("bias", _fp32(bias))
-    pc = run.output("out", out)
+    run, (pa, sa), (pb, sb), po, pbias, pc = _grouped_operands(a, b, offs, bias, out)
     groups = offs.shape[0]
     if not transposed:  # rows: a (R, K); per group b[g] (K, N); bias[g, n]
         rows, cols, k = a.shape[0], b.shape[2], a.shape[1]
