@@ -19,7 +19,7 @@ import torch
 
 import xvendor
 from xvendor import registry
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 GEMM_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 1024), (257, 4096, 4096)]
 MOE_SHAPES = [  # (tokens*topk, experts, hidden K, expert N)

@@ -117,7 +117,7 @@ class Gate:
 def compare(op: str, out, args: tuple) -> tuple[bool | None, str]:
     """(ok, detail) of a kernel output against ``reference.py`` on the same arguments."""
     from . import reference
-    from .testing.oracle import TOLERANCE, rel_error
+    from .numerics import TOLERANCE, rel_error
     ref = reference.KERNELS[op](*args)
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple) else (ref,)

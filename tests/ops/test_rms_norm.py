@@ -5,7 +5,7 @@ import torch
 from torch.library import opcheck
 
 import xvendor
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 pytestmark = pytest.mark.l0
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from xvendor.rocm import backend
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 pytestmark = [pytest.mark.l2,
               pytest.mark.skipif(backend.probe() is not None,

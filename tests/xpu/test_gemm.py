@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import xvendor
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 pytestmark = pytest.mark.l1
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]

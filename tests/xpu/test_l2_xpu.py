@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import xvendor
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 pytestmark = pytest.mark.l2
 HAS_XPU = hasattr(torch, "xpu") and torch.xpu.is_available()

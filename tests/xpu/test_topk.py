@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import xvendor
-from xvendor.testing import oracle
+from xvendor import numerics as oracle
 
 pytestmark = pytest.mark.l1
 

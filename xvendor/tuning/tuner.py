@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import devices
-from ..testing import oracle
+from .. import numerics as oracle
 from . import model
 from .problem import ProblemKey
 from .store import TuningStore, Winner

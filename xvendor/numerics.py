@@ -1,4 +1,5 @@
-"""fp64 oracles, written independently of ``xvendor.reference`` so that they can judge it.
+"""Numerics shared by the correctness gate, the tuner, ``xvendor check`` and the tests: fp64
+oracles written independently of ``xvendor.reference`` so that they can judge it.
 
 Where the reference loops over groups, these use dense masks and einsum: a different
 formula for the same math, in float64, so a bug in one is not mirrored in the other.
