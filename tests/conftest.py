@@ -11,14 +11,11 @@ from xvendor import registry
 
 @pytest.fixture(autouse=True)
 def _clean_registry():
-    """Each test starts from the built-in backends, empty caches and fresh env reads."""
-    saved = dict(registry._registry.backends)
-    registry.reset()
+    """Each test starts and ends with the registry as at import: built-in backends, the
+    default tuning hook, empty caches and fresh environment reads."""
+    registry.reset(configuration=True)
     yield
-    registry._registry.backends.clear()
-    registry._registry.backends.update(saved)
-    registry._registry.tuned_lookup = None
-    registry.reset()
+    registry.reset(configuration=True)
 
 
 @pytest.fixture

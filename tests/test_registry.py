@@ -54,8 +54,12 @@ def test_default_needs_evidence():
     with pytest.raises(ValueError, match="gives no evidence"):
         registry.Backend(name="x", module="m", ops={"gemm"}, device_types={"cpu"},
                          defaults={"gemm": {"cpu"}})
-    with pytest.raises(ValueError, match="unknown ops"):
-        registry.Backend(name="x", module="m", ops={"conv"}, device_types={"cpu"})
+    with pytest.raises(ValueError, match="unknown ops"):  # a typo is caught when registered
+        registry.register(registry.Backend(name="x", module="m", ops={"conv"},
+                                           device_types={"cpu"}))
+    with pytest.raises(ValueError, match="must be 'module:attribute'"):
+        registry.Backend(name="x", module="m", ops={"gemm"}, device_types={"cpu"},
+                         probe="not a spec")
     with pytest.raises(ValueError, match="must match"):
         registry.Backend(name="Bad Name", module="m", ops={"gemm"}, device_types={"cpu"})
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["ArchSpec", "DeviceInfo", "ARCHS", "arch_spec", "detect", "hypothetical",
-           "present_devices"]
+__all__ = ["ArchSpec", "DeviceInfo", "ARCHS", "arch_spec", "clear_cache", "detect",
+           "hypothetical", "present_devices"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,11 @@ def detect(device: torch.device | str | int | None = None) -> DeviceInfo:
         mod = getattr(torch, device.type)
         device = torch.device(device.type, mod.current_device())
     return _detect_cached(device.type, device.index, os.environ.get("XVENDOR_ARCH"))
+
+
+def clear_cache() -> None:
+    """Forget detected devices (``XVENDOR_ARCH`` is read again on the next ``detect``)."""
+    _detect_cached.cache_clear()
 
 
 def _default_device() -> torch.device:

@@ -1,23 +1,25 @@
 """The correctness gate: no kernel is trusted on a device until it has matched the reference.
 
-NOTE [correctness gate] (DESIGN.md): a backend whose record names ``gate_identity``
-("module:function" -> ``fn(op, device_info, dtype) -> str``, the kernel's template, config
-and toolchain version) is not trusted on a device until it has matched the reference
-there. The first call of a decision whose (backend, op, identity, arch, dtype) has no
-verdict runs the kernel and ``reference.py`` on the same arguments and compares them
-(normwise relative error within the output dtype's tolerance). A pass swaps the plain
-kernel into the decision (later calls cost nothing extra); a failure raises
-``GateFailure`` into the usual fallback (one warning, next candidate). Verdicts persist
-as JSON under ``$XVENDOR_CACHE_DIR/gate`` (default ``~/.cache/xvendor/gate``), so a
-failing kernel is never chosen again on that arch, in any process; verdicts are read
-only when a decision is created, never per call. An empty output proves nothing and
-leaves the verdict open.
+NOTE [correctness gate]: a backend whose record names ``gate_identity``
+("module:function" -> ``fn(op, device_info, dtype, args, config) -> str``) is not trusted
+on a device until it has matched the reference there. The identity names the compiled
+specialization a call runs: template, config, operand layout/majors, bias, output dtype,
+input dtype and toolchain version (whatever selects a different code object), so a
+passing forward 2Dx3D call vouches for nothing but itself. The first call of each
+(backend, op, identity, arch, dtype) with no verdict runs the kernel and the reference
+(the ``aten`` backend's kernel) on the same arguments and compares them (normwise relative
+error within the output dtype's tolerance). A pass is remembered and later calls of that
+specialization cost one identity computation and one dictionary lookup; a failure raises
+``GateFailure`` for this and every later call of that specialization, which the registry
+turns into a fallback for that call (the backend keeps serving its other
+specializations). Verdicts persist as JSON under ``$XVENDOR_CACHE_DIR/gate`` (default
+``~/.cache/xvendor/gate``), so a failing specialization is never used again on that arch,
+in any process. An empty output proves nothing and leaves the verdict open.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import time
@@ -25,33 +27,29 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from . import devices
-
 __all__ = ["Gate", "GateFailure", "compare"]
 
 
 class GateFailure(RuntimeError):
-    """A gated kernel's first use on a device disagreed with the reference."""
+    """A gated kernel specialization disagreed with the reference on this device."""
 
 
 class Gate:
     """Verdicts of gated kernels: in memory, and one JSON file per verdict on disk."""
 
-    def __init__(self, backend_record: Callable):
+    def __init__(self, backend_record: Callable, reference_kernel: Callable, load: Callable):
         self.verdicts: dict[tuple, dict] = {}
         self._record_of = backend_record  # name -> Backend record (the registry's table)
+        self._reference = reference_kernel  # op -> the aten kernel
+        self._load = load  # "module:function" -> the function
+
+    def clear(self) -> None:
+        self.verdicts.clear()
 
     @staticmethod
     def directory() -> Path:
         root = os.environ.get("XVENDOR_CACHE_DIR") or Path.home() / ".cache" / "xvendor"
         return Path(root) / "gate"
-
-    def key(self, b, op: str, dev: devices.DeviceInfo, dtype) -> tuple | None:
-        if not b.gate_identity:
-            return None
-        mod, _, fn = b.gate_identity.partition(":")
-        ident = getattr(importlib.import_module(mod), fn)(op, dev, dtype)
-        return (b.name, op, str(ident), dev.arch, str(dtype).removeprefix("torch."))
 
     def _path(self, key: tuple) -> Path:
         digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
@@ -81,49 +79,56 @@ class Gate:
             warnings.warn(f"xvendor: could not persist the correctness verdict {key}: {e}",
                           stacklevel=3)
 
-    def failed_reason(self, b, op: str, dev: devices.DeviceInfo, dtype) -> str | None:
-        if not b.gate_identity:
-            return None
-        key = self.key(b, op, dev, dtype)
-        v = self.verdict(key)
-        if v is None or v["ok"]:
-            return None
-        return (f"kernel {key[2]} failed its correctness check against the reference on "
-                f"{dev.arch} ({v['when']}): {v['detail']}; it is not chosen again "
-                f"(verdict in {self._path(key)})")
-
     def wrap(self, dec, kernel: Callable) -> Callable:
-        """The decision's kernel: plain when verdict 'pass', else a first-use check."""
+        """The decision's kernel, behind the gate when its backend is gated."""
         b = self._record_of(dec.backend)
-        key = self.key(b, dec.op, dec.device, dec.dtype) if b is not None else None
-        if key is None or (self.verdict(key) or {}).get("ok"):
+        if b is None or not b.gate_identity:
             return kernel
+        identity = self._load(b.gate_identity)
+        op, info, dtype, config = dec.op, dec.device, dec.dtype, dec.config
+        prefix = (dec.backend, op)
+        suffix = (info.arch, str(dtype).removeprefix("torch."))
+        passed: set = set()  # identities that passed: the common case, one set lookup
 
-        def checked(*args):
+        def gated(*args):
+            ident = str(identity(op, info, dtype, args, config))
+            if ident in passed:
+                return kernel(*args)
+            key = prefix + (ident,) + suffix
+            v = self.verdict(key)
+            if v is not None and v["ok"]:
+                passed.add(ident)
+                return kernel(*args)
+            if v is not None:
+                raise GateFailure(f"xvendor.{op}: backend {dec.backend!r} kernel {ident} "
+                                  f"failed its correctness check against the reference on "
+                                  f"{info.arch} ({v['when']}): {v['detail']}; it is not used "
+                                  f"again (verdict in {self._path(key)})")
             out = kernel(*args)
-            ok, detail = compare(dec.op, out, args)
+            ok, detail = compare(op, out, self._reference(op)(*args))
             if ok is None:  # nothing to compare (empty output): no verdict yet
                 return out
             self.record(key, ok, detail)
             if ok:
-                dec.kernel = kernel  # later calls skip the check
+                passed.add(ident)
                 return out
-            raise GateFailure(f"xvendor.{dec.op}: backend {dec.backend!r} kernel {key[2]} "
-                              f"disagrees with the reference on {dec.device.arch} "
-                              f"({dec.dtype}): {detail}")
-        return checked
+            raise GateFailure(f"xvendor.{op}: backend {dec.backend!r} kernel {ident} "
+                              f"disagrees with the reference on {info.arch} ({dtype}): "
+                              f"{detail}")
+        return gated
 
 
-def compare(op: str, out, args: tuple) -> tuple[bool | None, str]:
-    """(ok, detail) of a kernel output against ``reference.py`` on the same arguments."""
-    from . import reference
+def compare(op: str, out, ref) -> tuple[bool | None, str]:
+    """(ok, detail) of a kernel output against the reference output for the same call."""
     from .numerics import TOLERANCE, rel_error
-    ref = reference.KERNELS[op](*args)
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple) else (ref,)
     if len(outs) != len(refs) or any(o.shape != r.shape for o, r in zip(outs, refs)):
         return False, (f"output shapes {[tuple(o.shape) for o in outs]} != reference "
                        f"{[tuple(r.shape) for r in refs]}")
+    if any(o.dtype != r.dtype for o, r in zip(outs, refs)):
+        return False, (f"output dtypes {[o.dtype for o in outs]} != reference "
+                       f"{[r.dtype for r in refs]}")
     if all(r.numel() == 0 for r in refs):
         return None, "empty output"
     for o, r in zip(outs, refs):
@@ -133,4 +138,3 @@ def compare(op: str, out, args: tuple) -> tuple[bool | None, str]:
         if not err <= tol:
             return False, f"normwise relative error {err:.3g} > tolerance {tol:.1g}"
     return True, "matches the reference"
-

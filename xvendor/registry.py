@@ -1,27 +1,41 @@
-"""Backends, their availability, and the choice of one per (op, device, dtype, shape class).
+"""The engine: backends, their availability, the choice of one per call, and the one
+dispatch path every op takes (decide, run, fall back).
 
 A backend is one module plus a small frozen ``Backend`` record. The module exposes
-``KERNELS: dict[str, callable]`` (op name -> implementation taking the op's arguments);
-the record says where it may run and where it is the default, and is validated on creation.
-Built-in records live in ``_BUILTIN`` below; out-of-tree backends come through the
-entry-point group ``xvendor.backends`` (each entry point loads to a ``Backend`` or a
-callable returning one) and are loaded lazily, on the first selection.
+``KERNELS: dict[str, callable]`` (op name -> implementation taking the op's arguments, plus
+``config=`` when the decision carries a tuned config); the record says where it may run,
+where it is the default, and names its probe, tunable and gate identity as
+``"module:attribute"`` strings, loaded lazily. Built-in records live in ``_BUILTIN``;
+out-of-tree backends come through the entry-point group ``xvendor.backends`` (each entry
+point loads to a ``Backend`` or a callable returning one), loaded on the first selection.
 
-NOTE [selection order] (DESIGN.md):
+Ops are defined by ``xvendor.ops`` (``define_op``): the registry knows each op's name and
+how to compute its shape class, nothing else. This module imports no op, backend or tuning
+module: they are named by strings.
+
+NOTE [selection order]:
 1. explicit request: the op's ``backend=`` argument, then ``with xvendor.use_backend(...)``,
    then ``XVENDOR_BACKEND``. It must be served or the call raises, naming why.
-2. the tuned winner for (op, arch, dtype, shape class), from the hook the tuner installs;
+2. the tuned winner for (op, arch, dtype, shape class), from the tuned-winner hook;
 3. a backend whose record names this arch as a default (only with evidence);
 4. the reference backend ``aten``, correct everywhere.
 An automatic choice that raises falls back to the next candidate and warns once; the
-failing (backend, op, device, dtype) is never chosen again in this process.
-Decisions are cached; the hot path is one dictionary lookup.
+failing (backend, op, device, dtype) is never chosen again in this process. The decision
+carries the chosen backend's tuned config, passed to its kernel as ``config=``.
+
+NOTE [tuned-winner hook]: ``set_tuned_lookup`` takes a ``"module:function"`` factory
+(default ``xvendor.tuning.serve:hook``), called once on the first decision miss after
+import or ``reset()``; it returns the lookup ``fn(op, info, dtype, shape_class, backend)
+-> (backend, config) | None`` (``backend="*"``: the best backend for the problem), or
+``None`` when there is nothing to serve. Without a lookup no decision depends on shape and
+the hot path never computes a shape class.
 
 The correctness gate for gated backends: NOTE [correctness gate] in ``xvendor.gate``.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import importlib
@@ -34,32 +48,43 @@ from typing import Callable
 import torch
 
 from . import devices
-from .gate import Gate, GateFailure  # noqa: F401 (GateFailure is part of this API)
+from .gate import Gate, GateFailure
 
-__all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "register", "backends",
-           "select", "use_backend", "set_tuned_lookup", "reset", "plugin_problems"]
+__all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "Fallback", "register",
+           "backends", "ops", "define_op", "select", "decide", "dispatch", "explain_request",
+           "use_backend", "requested_backend", "set_tuned_lookup", "tunable", "reset",
+           "plugin_problems", "fallbacks", "device_info"]
 
-OPS = frozenset({"gemm", "grouped_mm", "rms_norm", "topk"})
 FLOAT_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _ANY = frozenset({"*"})
+REFERENCE = "aten"
+DEFAULT_TUNED_HOOK = "xvendor.tuning.serve:hook"
 
 
 class BackendUnavailable(RuntimeError):
     """An explicitly requested backend cannot serve the call; the message says why."""
 
 
+def load_attr(spec: str):
+    """The object a ``"module:attribute"`` string names (the idiom of probes and hooks)."""
+    mod, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
 @dataclass(frozen=True)
 class Backend:
     """Where a backend may run, where it is the default, and where its kernels live.
 
-    ``archs``/``vendors`` of ``{"*"}`` mean any. ``defaults`` maps an op to the archs where
-    selection picks this backend automatically for that op (``"*"``: every arch); a default
-    needs ``evidence`` (a measurement here, a recorded benchmark, or public numbers). ``explicit_device_types`` are device types served only on explicit request
-    (e.g. SYCL kernels on CPU tensors through the CPU SYCL device). ``probe`` is
-    ``"module:function"`` returning ``None`` when usable, else the reason it is not.
-    ``gate_identity`` (``"module:function"``, ``fn(op, device_info, dtype) -> str``) puts
-    the backend behind the correctness gate (NOTE [correctness gate]): the string names
-    the kernel (template, config, toolchain version) whose verdict is cached per arch.
+    ``ops``/``archs``/``vendors`` of ``{"*"}`` mean any. ``defaults`` maps an op to the
+    archs where selection picks this backend automatically for that op (``"*"``: every
+    arch); a default needs ``evidence`` (a measurement, a recorded benchmark, or public
+    numbers). ``explicit_device_types`` are device types served only on explicit request
+    (e.g. SYCL kernels on CPU tensors through the CPU SYCL device). The three hooks are
+    ``"module:attribute"`` strings, loaded lazily:
+    ``probe`` -> ``fn() -> None | reason``: ``None`` when usable here, else why not;
+    ``tunable`` -> the object ``xvendor.tuning`` tunes (``candidates``, ``run``);
+    ``gate_identity`` -> ``fn(op, device_info, dtype, args, config) -> str`` naming the
+    compiled specialization a call runs: set, the backend is behind the correctness gate.
     """
 
     name: str
@@ -74,7 +99,8 @@ class Backend:
     explicit_device_types: frozenset = frozenset()
     probe: str | None = None
     priority: int = 0  # among several defaults for one arch, higher is tried first
-    gate_identity: str | None = None  # "module:function"; set = checked on first use
+    gate_identity: str | None = None
+    tunable: str | None = None
 
     def __post_init__(self):
         for attr in ("ops", "device_types", "vendors", "archs", "dtypes",
@@ -84,26 +110,30 @@ class Backend:
                            {op: frozenset(archs) for op, archs in self.defaults.items()})
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
             raise ValueError(f"Backend name {self.name!r} must match [a-z][a-z0-9_]*")
-        unknown = self.ops - OPS
-        if unknown:
-            raise ValueError(f"Backend {self.name!r}: unknown ops {sorted(unknown)}; "
-                             f"xvendor ops are {sorted(OPS)}")
+        for attr in ("probe", "gate_identity", "tunable"):
+            spec = getattr(self, attr)
+            if spec is not None and not re.fullmatch(r"[\w.]+:\w+", spec):
+                raise ValueError(f"Backend {self.name!r}: {attr} must be 'module:attribute', "
+                                 f"got {spec!r}")
         if self.defaults and not self.evidence:
             raise ValueError(f"Backend {self.name!r} is a default for {self.defaults} but gives "
                              "no evidence; a backend becomes a default only with a "
                              "measurement or public numbers")
         for op, archs in self.defaults.items():
-            if op not in self.ops:
+            if not self.implements(op):
                 raise ValueError(f"Backend {self.name!r}: default for {op!r}, which it does "
                                  "not implement")
             if self.archs != _ANY and not archs <= self.archs | _ANY:
                 raise ValueError(f"Backend {self.name!r}: default archs for {op} "
                                  f"{sorted(archs - self.archs)} are not in its archs")
 
+    def implements(self, op: str) -> bool:
+        return op in self.ops or self.ops == _ANY
+
     def why_not(self, op: str, dev: devices.DeviceInfo, dtype: torch.dtype,
                 explicit: bool, dry_run: bool = False) -> str | None:
         """``None`` if this backend can serve the call, else the reason it cannot."""
-        if op not in self.ops:
+        if not self.implements(op):
             return f"does not implement {op} (implements {', '.join(sorted(self.ops))})"
         kind = dev.device.type
         if kind not in self.device_types and not (explicit and kind in self.explicit_device_types):
@@ -117,7 +147,7 @@ class Backend:
             return f"does not take {dtype} (takes {', '.join(sorted(map(str, self.dtypes)))})"
         if dry_run:  # a hypothetical device: this machine's probes say nothing about it
             return None
-        return _registry.unavailable_reason(self) or _gate.failed_reason(self, op, dev, dtype)
+        return _state.unavailable_reason(self)
 
     def is_default_for(self, op: str, arch: str) -> bool:
         archs = self.defaults.get(op, ())
@@ -125,9 +155,9 @@ class Backend:
 
 
 _BUILTIN = (
-    Backend(name="aten", module="xvendor.reference", ops=OPS,
+    Backend(name="aten", module="xvendor.reference", ops=_ANY,
             device_types={"cpu", "cuda", "xpu", "mps", "meta"},
-            dtypes=FLOAT_DTYPES | {torch.float64}, defaults={op: {"*"} for op in OPS},
+            dtypes=FLOAT_DTYPES | {torch.float64}, defaults={"*": {"*"}},
             evidence="the reference: correct everywhere; cuBLAS/hipBLASLt/oneDNN behind it",
             priority=-100),
     Backend(name="triton", module="xvendor.triton.backend", ops={"gemm", "grouped_mm"},
@@ -136,7 +166,7 @@ _BUILTIN = (
             evidence="public numbers: torch's grouped_mm on ROCm is a slow per-group fallback, "
                      "Triton grouped GEMM ~740-900 TFLOPS on MI355X (torch PR 194032); ATen "
                      "(cuBLAS) stays the default on NVIDIA",
-            probe="xvendor.triton.backend:probe"),
+            probe="xvendor.triton.backend:probe", tunable="xvendor.triton.tunable:TUNABLE"),
     Backend(name="flydsl", module="xvendor.rocm.backend", ops={"gemm", "grouped_mm"},
             device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
             dtypes={torch.float16, torch.bfloat16},
@@ -147,11 +177,16 @@ _BUILTIN = (
                      "numbers, so no default there",
             probe="xvendor.rocm.backend:probe", priority=10,
             gate_identity="xvendor.rocm.backend:gate_identity"),
-    Backend(name="sycl", module="xvendor.xpu.backend", ops=OPS, device_types={"xpu"},
+    Backend(name="sycl", module="xvendor.xpu.backend",
+            ops={"gemm", "grouped_mm", "rms_norm", "topk"}, device_types={"xpu"},
             explicit_device_types={"cpu"},  # cpu: through the OpenCL CPU SYCL device
-            dtypes=FLOAT_DTYPES, probe="xvendor.xpu.backend:probe"),
+            dtypes=FLOAT_DTYPES, probe="xvendor.xpu.backend:probe",
+            tunable="xvendor.xpu.backend:TUNABLE"),
 )
-REFERENCE = "aten"
+
+
+def _is_default(b: Backend, op: str, arch: str) -> bool:
+    return b.is_default_for(op, arch) or b.is_default_for("*", arch)
 
 
 @dataclass
@@ -166,15 +201,31 @@ class Decision:
     fallbacks: tuple = ()  # names tried next, in order, if the choice fails at run time
     passed_over: dict = field(default_factory=dict)  # name -> reason
     explicit: bool = False
+    config: dict | None = None  # the tuned config the kernel receives (None: its default)
     kernel: Callable | None = field(default=None, repr=False)  # resolved by decide()
+    shape_class: tuple | None = None
 
     def __str__(self) -> str:
+        cfg = f" [tuned config {self.config.get('name', self.config)}]" if self.config else ""
         lines = [f"{self.op} on {self.device.device} ({self.device.arch}, {self.dtype}) -> "
-                 f"{self.backend}: {self.reason}"]
+                 f"{self.backend}{cfg}: {self.reason}"]
         if self.fallbacks:
             lines.append(f"  falls back to: {' -> '.join(self.fallbacks)}")
         lines += [f"  not {name}: {why}" for name, why in sorted(self.passed_over.items())]
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One automatic choice that failed at run time and the backend that ran instead."""
+
+    op: str
+    device: str
+    dtype: str
+    backend: str
+    to: str
+    error: str
+    whole_backend: bool  # False: only one compiled specialization was refused (gate)
 
 
 _requested: contextvars.ContextVar[str | None] = contextvars.ContextVar("xvendor_backend",
@@ -191,26 +242,35 @@ def use_backend(name: str | None):
         _requested.reset(token)
 
 
-class _Registry:
+class _State:
+    """Everything the registry caches or is configured with; ``reset()`` clears it."""
+
     def __init__(self):
         self.backends: dict[str, Backend] = {b.name: b for b in _BUILTIN}
+        self.ops: dict[str, Callable | None] = {}  # op -> shape-class function
+        self.tuned_hook: str | Callable | None = DEFAULT_TUNED_HOOK
+        self.clear()
+
+    def clear(self):
         self.kernels: dict[tuple[str, str], Callable] = {}
-        self.decisions: dict[tuple, Decision] = {}
         self.failed: dict[tuple, str] = {}  # (backend, op, device key, dtype) -> error
         self.unavailable: dict[str, str | None] = {}
         self.plugin_problems: dict[str, str] = {}
         self.plugins_loaded = False
         self.tuned_lookup: Callable | None = None
-        self.tuning_checked = False
+        self.tuning_resolved = False
         self.env_backend = os.environ.get("XVENDOR_BACKEND") or None
+        self.device_info: dict[torch.device, devices.DeviceInfo] = {}
+        self.fallbacks = collections.deque(maxlen=256)
+        self.fallback_count = 0
+        self.warned: set = set()
 
     def unavailable_reason(self, b: Backend) -> str | None:
         if b.name not in self.unavailable:
             reason = None
             if b.probe:
-                mod, _, fn = b.probe.partition(":")
                 try:
-                    reason = getattr(importlib.import_module(mod), fn)()
+                    reason = load_attr(b.probe)()
                 except Exception as e:  # a broken probe makes the backend unavailable
                     reason = f"probe {b.probe} raised {type(e).__name__}: {e}"
             self.unavailable[b.name] = reason
@@ -232,90 +292,146 @@ class _Registry:
                 rec = obj() if callable(obj) and not isinstance(obj, Backend) else obj
                 if not isinstance(rec, Backend):
                     raise TypeError(f"loaded {type(rec).__name__}, expected xvendor.Backend")
-                register(rec)
+                register(rec, replace=rec.name in self.backends and rec.name != REFERENCE)
             except Exception as e:  # a broken third-party backend is reported, not fatal
                 self.plugin_problems[ep.name] = f"{type(e).__name__}: {e}"
                 warnings.warn(f"xvendor: backend entry point {ep.name!r} ({ep.value}) failed "
                               f"to load and is ignored: {type(e).__name__}: {e}", stacklevel=3)
 
+    def resolve_tuning(self):
+        """Run the tuned-winner hook's factory once (NOTE [tuned-winner hook])."""
+        self.tuning_resolved = True
+        hook = self.tuned_hook
+        if isinstance(hook, str):
+            try:
+                hook = load_attr(hook)()
+            except Exception as e:  # tuning is an optimization: never fail a call for it
+                warnings.warn(f"xvendor: the tuned-winner hook {self.tuned_hook} failed "
+                              f"({type(e).__name__}: {e}); serving untuned defaults",
+                              stacklevel=4)
+                hook = None
+        self.tuned_lookup = hook
 
-_registry = _Registry()
+
+_state = _State()
+_decisions: dict[tuple, Decision] = {}  # the hot path's one lookup
+_gate = Gate(lambda name: _state.backends.get(name), lambda op: _state.kernel(REFERENCE, op),
+             load_attr)
+
+
+def define_op(name: str, shape_class: Callable | None = None) -> None:
+    """Make ``name`` an op the registry dispatches (``xvendor.ops`` calls this once per op).
+
+    ``shape_class(*args)`` gives the tuple a tuned winner is keyed on (``xvendor.shapes``);
+    ``None`` for ops that are never tuned.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ValueError(f"op name {name!r} must match [a-z][a-z0-9_]*")
+    _state.ops[name] = shape_class
+    _decisions.clear()
+
+
+def ops() -> tuple[str, ...]:
+    """The names of the defined ops."""
+    return tuple(_state.ops)
 
 
 def register(backend: Backend, *, replace: bool = False) -> None:
     """Add a backend (or replace one with ``replace=True``); clears cached decisions."""
-    if backend.name in _registry.backends and not replace:
+    if backend.name in _state.backends and not replace:
         raise ValueError(f"backend {backend.name!r} is already registered; pass replace=True "
-                         f"to override it. Registered: {sorted(_registry.backends)}")
-    _registry.backends[backend.name] = backend
-    _registry.unavailable.pop(backend.name, None)
-    for key in [k for k in _registry.kernels if k[0] == backend.name]:
-        del _registry.kernels[key]
-    _registry.decisions.clear()
-
-
-def unregister(name: str) -> None:
-    if name == REFERENCE:
-        raise ValueError("the reference backend 'aten' cannot be removed")
-    _registry.backends.pop(name, None)
-    _registry.decisions.clear()
+                         f"to override it. Registered: {sorted(_state.backends)}")
+    unknown = backend.ops - _ANY - set(_state.ops)
+    if _state.ops and unknown:  # ops are defined when xvendor.ops is imported
+        raise ValueError(f"Backend {backend.name!r}: unknown ops {sorted(unknown)}; "
+                         f"xvendor ops are {sorted(_state.ops)}")
+    _state.backends[backend.name] = backend
+    _state.unavailable.pop(backend.name, None)
+    for key in [k for k in _state.kernels if k[0] == backend.name]:
+        del _state.kernels[key]
+    _decisions.clear()
 
 
 def backends() -> dict[str, Backend]:
     """The registered backends by name (entry-point backends included)."""
-    if not _registry.plugins_loaded:
-        _registry.load_plugins()
-    return dict(_registry.backends)
+    if not _state.plugins_loaded:
+        _state.load_plugins()
+    return dict(_state.backends)
 
 
 def plugin_problems() -> dict[str, str]:
     """Entry-point backends that failed to load: name -> error."""
     backends()
-    return dict(_registry.plugin_problems)
+    return dict(_state.plugin_problems)
 
 
-def set_tuned_lookup(fn: Callable | None) -> None:
-    """Install the tuner's hook: ``fn(op, device_info, dtype, shape_class) -> name | None``."""
-    _registry.tuned_lookup = fn
-    _registry.decisions.clear()
+def tunable(name: str):
+    """The tunable object of backend ``name`` (its record's ``tunable``), or ``None``."""
+    b = backends().get(name)
+    return load_attr(b.tunable) if b is not None and b.tunable else None
 
 
-_gate = Gate(lambda name: _registry.backends.get(name))
+def set_tuned_lookup(hook: str | Callable | None) -> None:
+    """Configure the tuned-winner hook: a ``"module:function"`` factory, a lookup callable
+    ``fn(op, info, dtype, shape_class, backend) -> (backend, config) | None``, or ``None``
+    (no tuning). See NOTE [tuned-winner hook]."""
+    _state.tuned_hook = hook
+    _state.tuned_lookup = None
+    _state.tuning_resolved = False
+    _decisions.clear()
 
 
-def reset() -> None:
-    """Forget cached decisions, failures, probes and re-read ``XVENDOR_BACKEND``/``XVENDOR_ARCH``.
+def requested_backend(explicit: str | None = None) -> str | None:
+    """The backend a call would explicitly request: the argument, the context, the env."""
+    return explicit or _requested.get() or _state.env_backend
+
+
+def reset(*, configuration: bool = False) -> None:
+    """Forget every cached decision, failure, probe, gate verdict, device and tuning state,
+    and re-read ``XVENDOR_BACKEND``/``XVENDOR_ARCH``; the tuned-winner hook runs again on
+    the next call. ``configuration=True`` also drops backends and hooks set at run time
+    (``register``, ``set_tuned_lookup``): the registry is as it was at import.
 
     NOTE [env read once]: reading ``os.environ`` costs ~1 µs, half the per-call budget, so
     the environment is read at import and on ``reset()``, not on every call.
     """
-    _registry.decisions.clear()
-    _registry.failed.clear()
-    _registry.unavailable.clear()
-    _registry.env_backend = os.environ.get("XVENDOR_BACKEND") or None
-    _gate.verdicts.clear()
-    _device_info.clear()
-    devices._detect_cached.cache_clear()
+    if configuration:
+        _state.backends = {b.name: b for b in _BUILTIN}
+        _state.tuned_hook = DEFAULT_TUNED_HOOK
+    _state.clear()
+    _decisions.clear()
+    _gate.clear()
+    devices.clear_cache()
 
 
-_device_info: dict[torch.device, devices.DeviceInfo] = {}
+def fallbacks() -> list[Fallback]:
+    """The latest run-time fallbacks (at most 256), oldest first."""
+    return list(_state.fallbacks)
+
+
+def fallback_count() -> int:
+    """How many run-time fallbacks this process has had (since the last ``reset``)."""
+    return _state.fallback_count
 
 
 def device_info(device: torch.device) -> devices.DeviceInfo:
-    info = _device_info.get(device)
+    info = _state.device_info.get(device)
     if info is None:
-        info = _device_info[device] = devices.detect(device)
+        info = _state.device_info[device] = devices.detect(device)
     return info
 
 
 def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=None,
            requested: str | None = None, dry_run: bool = False) -> Decision:
-    """Choose the backend for one call (uncached; ``decide`` is the cached hot path).
+    """Choose the backend for one call (uncached; ``dispatch`` caches it).
 
     ``dry_run`` (a hypothetical device of another arch): availability probes, earlier
-    failures and gate verdicts of this machine are not consulted; the rest of the rules are.
+    failures and tuned winners of this machine are not consulted; the rest of the rules are.
     """
+    if op not in _state.ops:
+        raise ValueError(f"xvendor: unknown op {op!r}; ops are {sorted(_state.ops)}")
     table = backends()
+    lookup = None if dry_run else _state.tuned_lookup
     if requested is not None:
         b = table.get(requested)
         if b is None:
@@ -326,7 +442,10 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
         if why:
             raise BackendUnavailable(f"xvendor.{op}: backend {requested!r} was requested but "
                                      f"cannot run on {dev.device} ({dev.arch}, {dtype}): {why}")
-        return Decision(op, dev, dtype, requested, "explicitly requested", explicit=True)
+        dec = Decision(op, dev, dtype, requested, "explicitly requested", explicit=True,
+                       shape_class=shape_class)
+        dec.config = _tuned(lookup, dec, requested)
+        return dec
     passed: dict[str, str] = {}
     eligible: dict[str, Backend] = {}
     for name, b in table.items():
@@ -337,12 +456,14 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
         else:
             eligible[name] = b
     chain: list[tuple[str, str]] = []
-    tuned = _registry.tuned_lookup(op, dev, dtype, shape_class) if _registry.tuned_lookup else None
-    if tuned in eligible:
-        chain.append((tuned, f"tuned winner for {dev.arch} {shape_class}"))
-    elif tuned is not None:
-        passed[tuned] = passed.get(tuned, "tuned winner, but not registered")
-    defaults = sorted((b for b in eligible.values() if b.is_default_for(op, dev.arch)),
+    winner = None
+    if lookup is not None and shape_class is not None:
+        winner = lookup(op, dev, dtype, shape_class, "*")
+    if winner is not None and winner[0] in eligible:
+        chain.append((winner[0], f"tuned winner for {dev.arch} {shape_class}"))
+    elif winner is not None:
+        passed[winner[0]] = passed.get(winner[0], "tuned winner, but not registered")
+    defaults = sorted((b for b in eligible.values() if _is_default(b, op, dev.arch)),
                       key=lambda b: (-b.priority, b.name))
     for b in defaults:
         if all(b.name != n for n, _ in chain):
@@ -358,57 +479,120 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
             passed[name] = (f"available, but not the default for {dev.arch} and not a tuned "
                             "winner (no evidence it wins here); request it explicitly to use it")
     (first, reason), rest = chain[0], chain[1:]
-    return Decision(op, dev, dtype, first, reason, tuple(n for n, _ in rest), passed)
-
-
-def _failed_reason(name, op, dev, dtype) -> str | None:
-    err = _registry.failed.get((name, op, dev.key, dtype))
-    return f"failed earlier in this process on this device: {err}" if err else None
-
-
-def decide(op: str, device: torch.device, dtype: torch.dtype, requested: str | None = None,
-           shape_class_fn: Callable | None = None, args: tuple = ()) -> Decision:
-    """Cached ``select``: the hot path of every op (one context-var read, one dict lookup).
-
-    The shape class (``shape_class_fn(*args)``) is computed only while a tuned-winner lookup
-    is installed: without one no decision depends on shape, and the hot path skips it.
-    """
-    if requested is None:
-        requested = _requested.get() or _registry.env_backend
-    sc = shape_class_fn(*args) if _registry.tuned_lookup is not None and shape_class_fn else None
-    key = (op, device, dtype, sc, requested)
-    dec = _registry.decisions.get(key)
-    if dec is None:
-        if not _registry.tuning_checked:  # first miss: tuned tables for a present chip?
-            _registry.tuning_checked = True
-            from .tuning import serve
-            serve.install_if_useful()
-            return decide(op, device, dtype, requested, shape_class_fn, args)
-        dec = select(op, device_info(device), dtype, sc, requested)
-        dec.kernel = _gate.wrap(dec, _registry.kernel(dec.backend, op))
-        _registry.decisions[key] = dec
+    dec = Decision(op, dev, dtype, first, reason, tuple(n for n, _ in rest), passed,
+                   shape_class=shape_class)
+    dec.config = winner[1] if winner is not None and winner[0] == first else \
+        _tuned(lookup, dec, first)
     return dec
 
 
-def run(dec: Decision, args: tuple):
-    """Run the decided kernel; an automatic choice that fails falls back and warns once."""
+def _tuned(lookup, dec: Decision, backend: str) -> dict | None:
+    """The tuned config of ``backend`` for the decision's problem (None: its default)."""
+    if lookup is None or dec.shape_class is None:
+        return None
+    hit = lookup(dec.op, dec.device, dec.dtype, dec.shape_class, backend)
+    return hit[1] if hit is not None else None
+
+
+def _failed_reason(name, op, dev, dtype) -> str | None:
+    err = _state.failed.get((name, op, dev.key, dtype))
+    return f"failed earlier in this process on this device: {err}" if err else None
+
+
+def _bind(dec: Decision) -> Decision:
+    """Resolve the decision's kernel: its config bound, behind the gate if the backend is."""
+    fn = _state.kernel(dec.backend, dec.op)
+    if dec.config is not None:
+        plain, config = fn, dec.config
+
+        def fn(*args):
+            return plain(*args, config=config)
+    dec.kernel = _gate.wrap(dec, fn)
+    return dec
+
+
+def decide(op: str, device: torch.device, dtype: torch.dtype, args: tuple = (),
+           backend: str | None = None) -> Decision:
+    """The cached decision for one call: what ``dispatch`` runs (explain/check read it)."""
+    requested = backend or _requested.get() or _state.env_backend
+    if not _state.tuning_resolved:
+        _state.resolve_tuning()
+    sc_fn = _state.ops.get(op)
+    sc = sc_fn(*args) if _state.tuned_lookup is not None and sc_fn is not None and args else None
+    key = (op, device, dtype, sc, requested)
+    dec = _decisions.get(key)
+    if dec is None:
+        dec = _decisions[key] = _bind(select(op, device_info(device), dtype, sc, requested))
+    return dec
+
+
+def dispatch(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
+             backend: str | None = None):
+    """THE call path of every op: decide (cached), run, fall back on error.
+
+    The hot path is one context-variable read, one tuple and one dictionary lookup; the
+    shape class is computed only while a tuned-winner lookup is installed.
+    """
+    requested = backend or _requested.get() or _state.env_backend
+    if _state.tuned_lookup is None:
+        dec = _decisions.get((op, device, dtype, None, requested))
+        if dec is None:
+            dec = decide(op, device, dtype, args, requested)
+    else:
+        dec = decide(op, device, dtype, args, requested)
     try:
         return dec.kernel(*args)
     except Exception as e:
-        return fall_back(dec, args, e)
+        return _fall_back(dec, args, e)
 
 
-def fall_back(dec: Decision, args: tuple, exc: Exception):
-    """After ``dec``'s kernel raised ``exc``: re-raise it, or warn once and try the next."""
+def _fall_back(dec: Decision, args: tuple, exc: Exception):
+    """After ``dec``'s kernel raised ``exc``: re-raise it, or warn once and try the next.
+
+    A ``GateFailure`` refuses one compiled specialization only: the backend stays chosen
+    for the calls its other specializations serve, and this call runs on the next one.
+    """
     if dec.explicit or not dec.fallbacks:
         raise exc
     err = f"{type(exc).__name__}: {exc}"
-    _registry.failed[(dec.backend, dec.op, dec.device.key, dec.dtype)] = err
-    warnings.warn(f"xvendor.{dec.op}: backend {dec.backend!r} failed on {dec.device.device} "
-                  f"({dec.device.arch}, {dec.dtype}) and will not be chosen again in this "
-                  f"process; falling back to {dec.fallbacks[0]!r}. Error: {err}", stacklevel=4)
-    _registry.decisions.clear()
-    nxt = Decision(dec.op, dec.device, dec.dtype, dec.fallbacks[0], "fallback",
-                   dec.fallbacks[1:], dict(dec.passed_over, **{dec.backend: err}))
-    nxt.kernel = _gate.wrap(nxt, _registry.kernel(nxt.backend, nxt.op))
-    return run(nxt, args)
+    whole = not isinstance(exc, GateFailure)
+    nxt = dec.fallbacks[0]
+    _state.fallback_count += 1
+    _state.fallbacks.append(Fallback(dec.op, str(dec.device.device), str(dec.dtype),
+                                     dec.backend, nxt, err, whole))
+    warn_key = (dec.backend, dec.op, dec.device.key, dec.dtype, None if whole else err)
+    if warn_key not in _state.warned:
+        _state.warned.add(warn_key)
+        scope = ("will not be chosen again in this process" if whole else
+                 "keeps serving its other specializations; this one is refused")
+        warnings.warn(f"xvendor.{dec.op}: backend {dec.backend!r} failed on {dec.device.device} "
+                      f"({dec.device.arch}, {dec.dtype}) and {scope}; falling back to "
+                      f"{nxt!r}. Error: {err}", stacklevel=4)
+    if whole:
+        _state.failed[(dec.backend, dec.op, dec.device.key, dec.dtype)] = err
+        _decisions.clear()
+    following = Decision(dec.op, dec.device, dec.dtype, nxt, "fallback", dec.fallbacks[1:],
+                         dict(dec.passed_over, **{dec.backend: err}),
+                         shape_class=dec.shape_class)
+    following.config = _tuned(_state.tuned_lookup, following, nxt)
+    _bind(following)
+    try:
+        return following.kernel(*args)
+    except Exception as e:
+        return _fall_back(following, args, e)
+
+
+def explain_request(op: str, info: devices.DeviceInfo, dtype: torch.dtype,
+                    backend: str | None = None, dry_run: bool = False,
+                    args: tuple = ()) -> Decision:
+    """What a call would be decided (uncached, no kernel loaded): ``select`` with the
+    explicit request and, given the call's ``args``, the shape class resolved as
+    ``dispatch`` resolves them."""
+    sc = None
+    if not dry_run:
+        if not _state.tuning_resolved:
+            _state.resolve_tuning()
+        sc_fn = _state.ops.get(op)
+        if _state.tuned_lookup is not None and sc_fn is not None and args:
+            sc = sc_fn(*args)
+    return select(op, info, dtype, sc, requested_backend(backend), dry_run=dry_run)

@@ -1,10 +1,15 @@
 """The correctness part of ``xvendor check``: every op, through the dispatch layer, on a
 device, per dtype, against the fp64 oracle; one ``Result`` per (device, op, case, dtype).
 
-Cases cover the paths a kernel gets wrong first: sizes off any tile grid, transposed
-(non-contiguous) weights, bias and out_dtype epilogues, all four grouped_mm layouts with an
-empty group and rows past ``offs[-1]``. Outputs are compared whole, so garbage in the
+The cases are the ops' own (``OpSpec.cases``): sizes off any tile grid, transposed
+(non-contiguous) weights, bias and out_dtype epilogues, all four grouped_mm layouts with
+an empty group and rows past ``offs[-1]``. Outputs are compared whole, so garbage in the
 zero-filled tail counts as an error.
+
+Each row names the backend that actually produced the output. When the decided backend
+raised and the registry fell back, the row says so ("flydsl -> aten") and fails: an
+automatic choice that does not work on this device is a defect ``check`` must report, even
+though the call itself was served.
 """
 
 from __future__ import annotations
@@ -13,8 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from . import ops, registry
-from . import numerics as oracle
+from . import numerics, ops, registry
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -30,58 +34,59 @@ class Result:
     tolerance: float
     ok: bool
     error: str = ""
+    fell_back_from: str = ""  # the backend that was decided but failed, if any
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def _cases(device, dtype, gen):
-    def r(*shape):
-        return torch.randn(*shape, generator=gen, dtype=torch.float32).to(device, dtype)
+def _ran(decided: str, before: int) -> tuple[str, list]:
+    """(backend that produced the output, fallbacks of this call) after one call."""
+    new = registry.fallback_count() - before
+    events = registry.fallbacks()[-new:] if new > 0 else []
+    return (events[-1].to if events else decided), events
 
-    offs = oracle.random_offs([5, 0, 17, 9], device)  # an empty group; 31 of 33 rows used
-    yield "gemm", "67x45x33 +bias", (r(67, 33), r(45, 33).t(), r(45)), {}, \
-        lambda a, b, bias: oracle.gemm(a, b, bias)
-    yield "gemm", "40x24x72 out=fp32", (r(40, 72), r(72, 24)), {"out_dtype": torch.float32}, \
-        lambda a, b: oracle.gemm(a, b)
-    yield "grouped_mm", "2Dx3D ragged +bias", (r(33, 40), r(4, 40, 24), offs, r(4, 24)), {}, \
-        oracle.grouped_mm
-    yield "grouped_mm", "3Dx2D ragged", (r(4, 12, 40), r(40, 33), offs), {}, oracle.grouped_mm
-    yield "grouped_mm", "2Dx2D ragged K", (r(12, 33), r(33, 20), offs), {}, oracle.grouped_mm
-    yield "grouped_mm", "3Dx3D +bias", (r(3, 9, 20), r(3, 20, 11), None, r(3, 11)), {}, \
-        oracle.grouped_mm
-    yield "rms_norm", "7x96", (r(7, 96), r(96), 1e-6), {}, oracle.rms_norm
-    yield "topk", "9x50 k=8", (r(9, 50), 8), {}, \
-        lambda x, k: oracle.topk_values(x, k)
+
+def run_case(spec, case, device, dtype) -> Result:
+    """One case through the public op; never raises for a failing kernel."""
+    out_dtype = case.kwargs.get("out_dtype") or dtype
+    tol = numerics.TOLERANCE[out_dtype]
+    row = dict(device=str(device), op=spec.name, case=case.name,
+               dtype=str(dtype).removeprefix("torch."), tolerance=tol)
+    try:
+        decided = registry.explain_request(
+            spec.name, registry.device_info(torch.device(device)), dtype,
+            args=spec.positional(case.args, case.kwargs)).backend
+    except Exception as e:
+        decided = f"<{type(e).__name__}>"
+    before = registry.fallback_count()
+    try:
+        out = spec.function(*case.args, **case.kwargs)
+    except Exception as e:  # a crash is a failure to report, not to propagate
+        return Result(backend=decided, rel_error=float("inf"), ok=False,
+                      error=f"{type(e).__name__}: {e}", **row)
+    backend, events = _ran(decided, before)
+    expected = spec.oracle(*case.args, **case.kwargs)
+    first = out[0] if isinstance(out, tuple) else out
+    if first.dtype != out_dtype:
+        err = float("inf")
+    elif spec.error is not None:
+        err = spec.error(out, expected, case.args, case.kwargs)
+    else:
+        err = numerics.rel_error(out, expected)
+    error = "; ".join(f"{e.backend} failed ({e.error}), fell back to {e.to}" for e in events)
+    return Result(backend=backend, rel_error=err, ok=err <= tol and not events, error=error,
+                  fell_back_from=events[0].backend if events else "", **row)
 
 
 def run(device: torch.device, dtypes=DTYPES, seed: int = 0) -> list[Result]:
-    """Run every case on ``device`` for each dtype; never raises for a failing kernel."""
+    """Run every op's cases on ``device`` for each dtype."""
     gen = torch.Generator().manual_seed(seed)
-    fns = {"gemm": ops.gemm, "grouped_mm": ops.grouped_mm, "rms_norm": ops.rms_norm,
-           "topk": ops.topk}
     results = []
     for dtype in dtypes:
-        for op, case, args, kwargs, ref_fn in _cases(device, dtype, gen):
-            out_dtype = kwargs.get("out_dtype", dtype)
-            tol = oracle.TOLERANCE[out_dtype]
-            try:
-                backend = registry.decide(op, torch.device(device), dtype).backend
-            except Exception as e:
-                backend = f"<{type(e).__name__}>"
-            try:
-                out = fns[op](*args, **kwargs)
-                ref = ref_fn(*args)
-                if op == "topk":
-                    values, idx = out
-                    picked = args[0].gather(-1, idx)  # indices must point at the values
-                    err = max(oracle.rel_error(values, ref), oracle.rel_error(picked, values))
-                else:
-                    err = oracle.rel_error(out, ref) if out.dtype == out_dtype else float("inf")
-                results.append(Result(str(device), op, case, str(dtype).removeprefix("torch."),
-                                      backend, err, tol, err <= tol))
-            except Exception as e:  # a crash is a failure to report, not to propagate
-                results.append(Result(str(device), op, case, str(dtype).removeprefix("torch."),
-                                      backend, float("inf"), tol, False,
-                                      f"{type(e).__name__}: {e}"))
+        def rand(*shape):
+            return torch.randn(*shape, generator=gen, dtype=torch.float32).to(device, dtype)
+        for spec in ops.SPECS.values():
+            for case in spec.cases(rand, device):
+                results.append(run_case(spec, case, device, dtype))
     return results

@@ -9,7 +9,8 @@ import torch
 
 from xvendor.testing.tuning_workers import put_many
 from xvendor.tuning import model
-from xvendor.tuning.problem import KEY_VERSION, ProblemKey, bucket_groups, bucket_m, key_for
+from xvendor.shapes import m_bucket as bucket_m, pow2_bucket as bucket_groups
+from xvendor.tuning.problem import KEY_VERSION, ProblemKey, key_for
 from xvendor.tuning.store import TuningStore, Winner
 
 pytestmark = pytest.mark.l0

@@ -1,15 +1,17 @@
 """THE dispatch layer: one ``torch.library`` op per operation, namespace ``xvendor``.
 
-Each op module holds the op's schema, argument checks, fake (meta) implementation and
-autograd, defined once; backends only add kernels (see ``xvendor.registry``). The public
-functions here take the eager fast path (NOTE [eager fast path] in ``_common``) and
-otherwise call ``torch.ops.xvendor.<op>``.
+Each module here defines one op, described once (NOTE [one op, described once] in
+``_common``): importing it defines, dispatches, explains and self-checks the op; the one
+line per op below makes its public function ``xvendor.ops.<name>`` (it also shadows the
+submodule of the same name, as it should). ``SPECS`` holds the descriptions. The public
+functions take the eager fast path (NOTE [eager fast path]) and otherwise call
+``torch.ops.xvendor.<op>``.
 """
 
-from ._common import ArgumentError, set_fast_path
+from ._common import SPECS, ArgumentError, OpSpec, set_fast_path
 from .gemm import gemm
 from .grouped_mm import grouped_mm
 from .rms_norm import rms_norm
 from .topk import topk
 
-__all__ = ["ArgumentError", "gemm", "grouped_mm", "rms_norm", "set_fast_path", "topk"]
+__all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", *SPECS]

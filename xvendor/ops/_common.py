@@ -1,22 +1,37 @@
-"""What every op shares: the argument error, dtype rules, and the eager fast path.
+"""What every op shares: the op description, the argument error, dtype rules, and the
+eager fast path.
+
+NOTE [one op, described once]: an op module defines its ``torch.library`` op (schema, fake,
+autograd), its argument checks, and one ``OpSpec`` naming everything the rest of the
+package needs to know about it: the checks (``explain``), the shape class (tuning), the
+fp64 oracle and the self-check cases (``xvendor check``). ``define(spec)`` registers it
+with the registry and in ``SPECS``. Adding an op is one new module here, an ``aten``
+kernel in ``xvendor.reference`` and the backend kernels that accelerate it.
 
 NOTE [eager fast path]: a ``torch.library`` op costs ~4-10 µs of dispatcher and Python
-overhead per call on this machine (``custom_op`` ~19 µs vs aten ~9 µs at 64x64 mm). The
-public functions (``xvendor.gemm`` ...) therefore call the chosen kernel directly when
-nothing needs the dispatcher: plain tensors (or Parameters), no autograd needed, not being
-traced by torch.compile, no torch-function or dispatch mode, no functorch transform, no
-profiler. Otherwise they call ``torch.ops.xvendor.<op>``, whose implementation runs the same
-checks and the same registry decision, so both paths compute the same thing (tested).
-``set_fast_path(False)`` sends every call through the dispatcher (debugging, profiling).
+overhead per call on a CPU (``custom_op`` ~19 µs vs aten ~9 µs at 64x64 mm). The public
+functions (``xvendor.gemm`` ...) therefore call ``registry.dispatch`` directly when nothing
+needs the dispatcher: plain tensors (or Parameters), none requiring grad, not being traced
+by torch.compile, no torch-function or dispatch mode, no functorch transform, no profiler
+(``fast_path_open``). Otherwise they call ``torch.ops.xvendor.<op>``, whose
+implementation runs the same checks and the same ``registry.dispatch``, so both paths
+compute the same thing (tested). ``set_fast_path(False)`` sends every call through the
+dispatcher (debugging, profiling).
 """
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
+import torch.compiler
 
 from .. import registry
 
-__all__ = ["ArgumentError", "eager_fast", "set_fast_path", "check_float", "check_same_device"]
+__all__ = ["ArgumentError", "Case", "OpSpec", "SPECS", "define", "fast_path_open",
+           "set_fast_path", "check_float", "check_same_device"]
 
 
 class ArgumentError(ValueError):
@@ -27,8 +42,53 @@ class ArgumentError(ValueError):
         super().__init__(f"xvendor.{op}: {arg} {rule}")
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-_grad_enabled = torch.is_grad_enabled
+@dataclass(frozen=True)
+class Case:
+    """One self-check call: a name saying which code path it covers, the args, kwargs."""
+
+    name: str
+    args: tuple
+    kwargs: dict
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything outside its own module needs to know about an op (NOTE [one op...]).
+
+    ``check(*args, **kwargs)`` raises ``ArgumentError`` (metadata rules; the op's own
+    signature without ``backend``); ``shape_class(*args)`` keys tuned winners (``None``:
+    never tuned); ``oracle(*args, **kwargs)`` is the fp64 answer; ``error(out, expected,
+    args, kwargs)`` the normwise error of an output against it; ``cases(rand, device)`` the
+    self-check calls, where ``rand(*shape)`` gives a fresh random tensor of the dtype
+    under test.
+    """
+
+    name: str
+    function: Callable
+    check: Callable
+    oracle: Callable
+    cases: Callable
+    shape_class: Callable | None = None
+    error: Callable | None = None
+
+
+    def positional(self, args: tuple, kwargs: dict) -> tuple:
+        """The call's arguments as kernels receive them: every parameter but ``backend``,
+        in order, defaults filled in."""
+        bound = inspect.signature(self.function).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(v for k, v in bound.arguments.items() if k != "backend")
+
+
+SPECS: dict[str, OpSpec] = {}
+
+
+def define(spec: OpSpec) -> OpSpec:
+    SPECS[spec.name] = spec
+    registry.define_op(spec.name, spec.shape_class)
+    return spec
+
+
 _compiling = torch.compiler.is_compiling
 _fn_mode = torch._C._is_torch_function_mode_enabled
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -42,17 +102,15 @@ def set_fast_path(enabled: bool) -> None:
     _fast_path[0] = bool(enabled)
 
 
-def eager_fast(a, b=None, c=None) -> bool:
-    """True when calling the kernel directly is indistinguishable from the dispatcher op."""
-    if _compiling() or not _fast_path[0]:
-        return False
-    if type(a) not in _PLAIN or (b is not None and type(b) not in _PLAIN) \
-            or (c is not None and type(c) not in _PLAIN):
-        return False
-    if _grad_enabled() and (a.requires_grad or (b is not None and b.requires_grad)
-                            or (c is not None and c.requires_grad)):
-        return False
-    return not (_fn_mode() or _dispatch_modes() or _functorch() or _profiling())
+def fast_path_open() -> bool:
+    """The process-wide half of the fast-path guard: no mode, transform, trace, profiler.
+
+    The per-tensor half (plain type, no ``requires_grad``) is inlined in each op's public
+    function: it is cheaper there than a call. A tensor that requires grad takes the
+    dispatcher even under ``no_grad`` (a correct, slower path), which saves a call per op.
+    """
+    return _fast_path[0] and not (_compiling() or _fn_mode() or _dispatch_modes()
+                                  or _functorch() or _profiling())
 
 
 INPUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -87,6 +145,12 @@ def check_same_device(op: str, ref_name: str, ref: torch.Tensor, **others) -> No
                                           f"({ref.device}), got {t.device}")
 
 
+def check_int(op: str, name: str, value, rule: str) -> None:
+    """``value`` must be a Python int and not a bool (torch refuses bools for sizes/dims)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArgumentError(op, name, f"must be an int {rule}, got {value!r}")
+
+
 def check_bias(op: str, bias, shape: tuple, in_dtype, out_dtype, ref: torch.Tensor,
                shape_rule: str) -> None:
     if bias is None:
@@ -110,28 +174,3 @@ def needs_grad(ctx, n: int) -> tuple:
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     """The accumulation dtype for ``dtype``: fp32 for half types, else itself."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
-def pow2_bucket(n: int) -> int:
-    """``n`` rounded up to a power of two (0 stays 0): the bucket for group counts."""
-    return 1 << (n - 1).bit_length() if n > 0 else 0
-
-
-def m_bucket(m: int) -> int:
-    """M of a shape class: a power of two up to 256, then a multiple of 256 (NOTE [problem
-    key v1] in ``xvendor.tuning.problem``: token counts vary, tile choice barely does)."""
-    return pow2_bucket(m) if m <= 256 else -(-m // 256) * 256
-
-
-def operand_layout(t) -> str:
-    """"N" when the last dimension is contiguous, else "T" (a transposed view)."""
-    return "N" if t.dim() == 0 or t.stride(-1) == 1 else "T"
-
-
-def decide_and_run(op: str, ref: torch.Tensor, backend, args: tuple, shape_class_fn=None):
-    """Choose the backend (cached) for ``ref``'s device and dtype and run it."""
-    dec = registry.decide(op, ref.device, ref.dtype, backend, shape_class_fn, args)
-    try:
-        return dec.kernel(*args)
-    except Exception as e:
-        return registry.fall_back(dec, args, e)

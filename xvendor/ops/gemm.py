@@ -12,15 +12,17 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..registry import decide, fall_back
-from ._common import (FAST_DTYPES, ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
-                      check_same_device, check_tensor, decide_and_run, eager_fast, m_bucket,
-                      operand_layout)
+from .. import numerics, shapes
+from ..registry import dispatch
+from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias,
+                      check_float, check_out_dtype, check_same_device, check_tensor, define,
+                      fast_path_open, needs_grad)
 
 OP = "gemm"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def check(a, b, bias, out_dtype) -> None:
+def check(a, b, bias=None, out_dtype=None) -> None:
     check_tensor(OP, "a", a)
     check_tensor(OP, "b", b)
     if a.dim() != 2:
@@ -38,17 +40,11 @@ def check(a, b, bias, out_dtype) -> None:
     check_bias(OP, bias, (b.shape[1],), a.dtype, out_dtype, a, "(N,)")
 
 
-def shape_class(a, b, bias, out_dtype):
-    """(layout, M bucket, N, K, groups, out dtype): what a tuned winner is keyed on."""
-    return (operand_layout(a) + operand_layout(b), m_bucket(a.shape[0]), b.shape[1],
-            a.shape[1], 0, str(out_dtype or a.dtype).removeprefix("torch."))
-
-
 @torch.library.custom_op("xvendor::gemm", mutates_args=())
 def gemm_op(a: Tensor, b: Tensor, bias: Optional[Tensor] = None,
             out_dtype: Optional[torch.dtype] = None, backend: Optional[str] = None) -> Tensor:
     check(a, b, bias, out_dtype)
-    return decide_and_run(OP, a, backend, (a, b, bias, out_dtype), shape_class)
+    return dispatch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)
 
 
 @gemm_op.register_fake
@@ -80,17 +76,27 @@ gemm_op.register_autograd(_backward, setup_context=_setup)
 def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtype | None = None,
          *, backend: str | None = None) -> Tensor:
     """a @ b (+ bias) on the best kernel for the device; see the module docstring."""
-    if eager_fast(a, b, bias):
-        sa, sb, dt, dev = a.shape, b.shape, a.dtype, a.device
-        # A positive filter for the common call (it implies every rule of check()); anything
-        # else, bias and out_dtype included, takes the full check with its precise errors.
-        if not (len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0] and dt in FAST_DTYPES
-                and b.dtype is dt and bias is None and out_dtype is None and b.device == dev):
+    if type(a) in _PLAIN and type(b) in _PLAIN and not (a.requires_grad or b.requires_grad) \
+            and fast_path_open():
+        dev, dt = a.device, a.dtype
+        # A positive filter for the common call: it implies every rule of check().
+        if bias is None and out_dtype is None and a.ndim == 2 and b.ndim == 2 \
+                and a.shape[1] == b.shape[0] and dt in FAST_DTYPES and b.dtype is dt \
+                and b.device == dev:
+            return dispatch(OP, dev, dt, (a, b, None, None), backend)
+        if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
             check(a, b, bias, out_dtype)
-        dec = decide(OP, dev, dt, backend, shape_class, (a, b, bias, out_dtype))
-        try:
-            return dec.kernel(a, b, bias, out_dtype)
-        except Exception as e:
-            return fall_back(dec, (a, b, bias, out_dtype), e)
+            return dispatch(OP, dev, dt, (a, b, bias, out_dtype), backend)
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     return gemm_op(a, b, bias, out_dtype, backend)
+
+
+def _cases(rand, device):
+    yield Case("67x45x33 +bias, b transposed", (rand(67, 33), rand(45, 33).t(), rand(45)), {})
+    yield Case("40x24x72 out=fp32", (rand(40, 72), rand(72, 24)), {"out_dtype": torch.float32})
+
+
+SPEC = define(OpSpec(
+    OP, gemm, check,
+    oracle=lambda a, b, bias=None, out_dtype=None: numerics.gemm(a, b, bias),
+    cases=_cases, shape_class=shapes.gemm_class))

@@ -22,27 +22,19 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._common import (ArgumentError, acc_dtype, needs_grad, check_bias, check_float, check_out_dtype,
-                      check_same_device, check_tensor, decide_and_run, eager_fast, m_bucket,
-                      operand_layout, pow2_bucket)
+from .. import numerics, shapes
+from ..registry import dispatch
+from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
+                      check_out_dtype, check_same_device, check_tensor, define, fast_path_open,
+                      needs_grad)
 
 OP = "grouped_mm"
 _RAGGED = {(2, 3): "rows of a", (3, 2): "columns of b", (2, 2): "K (columns of a)"}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_layout_sizes = shapes.grouped_sizes
 
 
-def _layout_sizes(a, b, offs):
-    """(groups, ragged extent, out shape, bias shape, bias rule) for this layout."""
-    layout = (a.dim(), b.dim())
-    if layout == (2, 3):
-        return b.shape[0], a.shape[0], (a.shape[0], b.shape[2]), (b.shape[0], b.shape[2]), "(G, N)"
-    if layout == (3, 2):
-        return a.shape[0], b.shape[1], (a.shape[1], b.shape[1]), (b.shape[1],), "(N,)"
-    g = offs.shape[0] if layout == (2, 2) else a.shape[0]
-    out = (g, a.shape[-2], b.shape[-1])
-    return g, a.shape[-1], out, (g, b.shape[-1]), "(G, N)"
-
-
-def check(a, b, offs, bias, out_dtype) -> None:
+def check(a, b, offs=None, bias=None, out_dtype=None) -> None:
     """Metadata rules (no data reads; the fake implementation runs these too)."""
     check_tensor(OP, "a", a)
     check_tensor(OP, "b", b)
@@ -118,21 +110,13 @@ def check_offs_values(a, b, offs) -> None:
                                         f"got offs[-1] = {ends[-1]}")
 
 
-def shape_class(a, b, offs, bias, out_dtype):
-    """(layout, M bucket, N, K, groups bucket, out dtype): what a tuned winner is keyed on."""
-    groups = _layout_sizes(a, b, offs)[0]
-    layout = f"{a.dim()}Dx{b.dim()}D:{operand_layout(a)}{operand_layout(b)}"
-    return (layout, m_bucket(a.shape[-2]), b.shape[-1], a.shape[-1], pow2_bucket(groups),
-            str(out_dtype or a.dtype).removeprefix("torch."))
-
-
 @torch.library.custom_op("xvendor::grouped_mm", mutates_args=())
 def grouped_mm_op(a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
                   bias: Optional[Tensor] = None, out_dtype: Optional[torch.dtype] = None,
                   backend: Optional[str] = None) -> Tensor:
     check(a, b, offs, bias, out_dtype)
     check_offs_values(a, b, offs)
-    return decide_and_run(OP, a, backend, (a, b, offs, bias, out_dtype), shape_class)
+    return dispatch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
 
 
 @grouped_mm_op.register_fake
@@ -193,9 +177,29 @@ grouped_mm_op.register_autograd(_backward, setup_context=_setup)
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
                out_dtype: torch.dtype | None = None, *, backend: str | None = None) -> Tensor:
     """Ragged / batched matmul over groups; the layouts are in the module docstring."""
-    if eager_fast(a, b, offs) and (bias is None or eager_fast(bias)):
-        check(a, b, offs, bias, out_dtype)
-        check_offs_values(a, b, offs)
-        return decide_and_run(OP, a, backend, (a, b, offs, bias, out_dtype), shape_class)
     check(a, b, offs, bias, out_dtype)  # our errors, also at trace time
+    if type(a) in _PLAIN and type(b) in _PLAIN and not (a.requires_grad or b.requires_grad) \
+            and (bias is None or not bias.requires_grad) and type(offs) in _OFFS \
+            and type(bias) in _BIAS and fast_path_open():
+        check_offs_values(a, b, offs)
+        return dispatch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)
+
+
+_OFFS = (type(None), torch.Tensor)
+_BIAS = (type(None), torch.Tensor, torch.nn.Parameter)
+
+
+def _cases(rand, device):
+    offs = numerics.random_offs([5, 0, 17, 9], device)  # an empty group; 31 of 33 rows used
+    yield Case("2Dx3D ragged, empty group, rows past offs[-1], +bias",
+               (rand(33, 40), rand(4, 40, 24), offs, rand(4, 24)), {})
+    yield Case("3Dx2D ragged columns", (rand(4, 12, 40), rand(40, 33), offs), {})
+    yield Case("2Dx2D ragged K (weight gradient)", (rand(12, 33), rand(33, 20), offs), {})
+    yield Case("3Dx3D batched +bias", (rand(3, 9, 20), rand(3, 20, 11), None, rand(3, 11)), {})
+
+
+SPEC = define(OpSpec(
+    OP, grouped_mm, check,
+    oracle=lambda a, b, offs=None, bias=None, out_dtype=None: numerics.grouped_mm(a, b, offs, bias),
+    cases=_cases, shape_class=shapes.grouped_mm_class))

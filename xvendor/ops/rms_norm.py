@@ -14,13 +14,17 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._common import (ArgumentError, acc_dtype, needs_grad, check_float, check_same_device, check_tensor,
-                      decide_and_run, eager_fast)
+from .. import numerics
+from ..registry import dispatch
+from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_float, check_same_device,
+                      check_tensor, define, fast_path_open, needs_grad)
 
 OP = "rms_norm"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 
 
-def check(x, weight, eps) -> None:
+def check(x, weight=None, eps=None) -> None:
     check_tensor(OP, "x", x)
     check_float(OP, "x", x)
     if x.dim() < 1:
@@ -43,7 +47,7 @@ def check(x, weight, eps) -> None:
 def rms_norm_op(x: Tensor, weight: Optional[Tensor] = None, eps: Optional[float] = None,
                 backend: Optional[str] = None) -> Tensor:
     check(x, weight, eps)
-    return decide_and_run(OP, x, backend, (x, weight, eps))
+    return dispatch(OP, x.device, x.dtype, (x, weight, eps), backend)
 
 
 @rms_norm_op.register_fake
@@ -83,8 +87,16 @@ rms_norm_op.register_autograd(_backward, setup_context=_setup)
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, *,
              backend: str | None = None) -> Tensor:
     """Root-mean-square normalisation over weight's dimensions; see the module docstring."""
-    if eager_fast(x, weight):
-        check(x, weight, eps)
-        return decide_and_run(OP, x, backend, (x, weight, eps))
     check(x, weight, eps)  # our errors, also at trace time
+    if type(x) in _PLAIN and type(weight) in _WEIGHT and not x.requires_grad \
+            and (weight is None or not weight.requires_grad) and fast_path_open():
+        return dispatch(OP, x.device, x.dtype, (x, weight, eps), backend)
     return rms_norm_op(x, weight, eps, backend)
+
+
+def _cases(rand, device):
+    yield Case("7x96 +weight", (rand(7, 96), rand(96), 1e-6), {})
+    yield Case("3x5x33 no weight, odd width", (rand(3, 5, 33),), {})
+
+
+SPEC = define(OpSpec(OP, rms_norm, check, oracle=numerics.rms_norm, cases=_cases))

@@ -11,35 +11,44 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._common import ArgumentError, check_float, check_tensor, decide_and_run, eager_fast
+from .. import numerics
+from ..registry import dispatch
+from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
+                      fast_path_open)
 
 OP = "topk"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def check(x, k, dim) -> None:
+def check(x, k, dim=-1, largest=True, sorted=True) -> None:
     check_tensor(OP, "x", x)
     check_float(OP, "x", x)
     if x.dim() < 1:
         raise ArgumentError(OP, "x", "must have at least 1 dimension, got a 0-D tensor")
-    if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
-        raise ArgumentError(OP, "dim", f"must be an int in [{-x.dim()}, {x.dim() - 1}] for x of "
-                                       f"shape {tuple(x.shape)}, got {dim!r}")
+    dims = f"in [{-x.dim()}, {x.dim() - 1}] for x of shape {tuple(x.shape)}"
+    check_int(OP, "dim", dim, dims)  # a bool is no dim: torch refuses topk(x, 4, True)
+    if not -x.dim() <= dim < x.dim():
+        raise ArgumentError(OP, "dim", f"must be an int {dims}, got {dim!r}")
     n = x.shape[dim]
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
+    check_int(OP, "k", k, f"in [0, {n}] (the size of dim {dim})")
+    if not 0 <= k <= n:
         raise ArgumentError(OP, "k", f"must be an int in [0, {n}] (the size of dim {dim}), "
                                      f"got {k!r}")
+    for name, flag in (("largest", largest), ("sorted", sorted)):
+        if not isinstance(flag, bool):
+            raise ArgumentError(OP, name, f"must be a bool, got {flag!r}")
 
 
 @torch.library.custom_op("xvendor::topk", mutates_args=())
 def topk_op(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
             backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
-    check(x, k, dim)
-    return decide_and_run(OP, x, backend, (x, k, dim, largest, sorted))
+    check(x, k, dim, largest, sorted)
+    return dispatch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)
 
 
 @topk_op.register_fake
 def _(x, k, dim=-1, largest=True, sorted=True, backend=None):
-    check(x, k, dim)
+    check(x, k, dim, largest, sorted)
     shape = list(x.shape)
     shape[dim] = k
     return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
@@ -63,8 +72,26 @@ topk_op.register_autograd(_backward, setup_context=_setup)
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *,
          backend: str | None = None) -> tuple[Tensor, Tensor]:
     """The k largest (or smallest) entries of x along dim, with their int64 indices."""
-    if eager_fast(x):
-        check(x, k, dim)
-        return decide_and_run(OP, x, backend, (x, k, dim, largest, sorted))
-    check(x, k, dim)  # our errors, also at trace time
+    check(x, k, dim, largest, sorted)  # our errors, also at trace time
+    if type(x) in _PLAIN and not x.requires_grad and fast_path_open():
+        return dispatch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)
     return topk_op(x, k, dim, largest, sorted, backend)
+
+
+def _cases(rand, device):
+    yield Case("9x50 k=8", (rand(9, 50), 8), {})
+    yield Case("6x40 k=5 dim=0 smallest", (rand(6, 40), 5), {"dim": 0, "largest": False})
+
+
+def _error(out, expected, args, kwargs) -> float:
+    """Values against the oracle, and the indices must point at those values."""
+    values, idx = out
+    dim = kwargs.get("dim", -1)
+    picked = args[0].gather(dim, idx)
+    return max(numerics.rel_error(values, expected), numerics.rel_error(picked, values))
+
+
+SPEC = define(OpSpec(
+    OP, topk, check,
+    oracle=lambda x, k, dim=-1, largest=True, sorted=True: numerics.topk_values(x, k, dim, largest),
+    cases=_cases, error=_error))

@@ -2,16 +2,19 @@
 
 Runs on ROCm devices (torch "cuda" devices with ``torch.version.hip``) whose arch is
 gfx950 (MFMA templates, ``gemm_gfx950``) or gfx1250 (WMMA + Tensor Data Mover,
-``gemm_gfx1250``), with the arch's default config (``xvendor.rocm.configs``). Arguments
-arrive checked by ``xvendor.ops``; the wrappers plan (``xvendor.rocm.launch``), build
-(cached per specialization), launch — nothing else.
+``gemm_gfx1250``), with the config the dispatch layer passes (``config=``, a tuned
+``Config.to_dict()``) or the arch's default (``xvendor.rocm.configs``). Arguments arrive
+checked by ``xvendor.ops``; the wrappers plan (``xvendor.rocm.launch``), build (cached per
+specialization), launch — nothing else.
 
 NOTE [unverified numerics]: nothing in CI can run these kernels. They compile to real
 code objects on a CPU (``xvendor compile --backend flydsl``) and their layouts are proved
 (tests/rocm), but their numerics are unverified until they run on gfx950/gfx1250
-hardware. The record is gated (``gate_identity``): the first use of each (template,
-config, arch, FlyDSL version) on a device is checked against the reference and a failing
-kernel is never chosen again (NOTE [correctness gate] in ``xvendor.registry``).
+hardware. The record is gated (``gate_identity``): the first use of each compiled
+specialization on a device is checked against the reference and a failing
+specialization is never used again (NOTE [correctness gate] in ``xvendor.gate``): the
+gate identity names the compiled specialization (template, config, majors, bias, dtypes,
+FlyDSL version), the same key the build cache uses.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import functools
 
 import torch
 
+from .. import devices
 from . import configs, launch
 
 __all__ = ["KERNELS", "gemm", "grouped_mm", "probe", "gate_identity"]
@@ -50,24 +54,27 @@ def probe() -> str | None:
                 "`xvendor compile --backend flydsl`)")
     if not torch.cuda.is_available():
         return "no ROCm device visible (torch.cuda.is_available() is False)"
-    from .. import registry
-    archs = {registry.device_info(torch.device("cuda", i)).arch
+    archs = {devices.detect(torch.device("cuda", i)).arch
              for i in range(torch.cuda.device_count())}
     if not archs & set(ARCHS):
         return f"ROCm devices are {sorted(archs)}, not gfx950 or gfx1250"
     return None
 
 
-def _arch(device: torch.device) -> str:
-    from .. import registry
-    return registry.device_info(device).arch
+def _config(arch: str, op: str, config: dict | None) -> configs.Config:
+    return configs.Config(**{k: config[k] for k in _CONFIG_FIELDS}) if config \
+        else configs.default(arch, op)
 
 
-def gate_identity(op: str, info, dtype) -> str:
-    """The kernel a call on ``info`` runs: template, config and FlyDSL version."""
-    template = "gemm" if op == "gemm" else "grouped_mm"
-    cfg = configs.default(info.arch, template) if info.arch in ARCHS else None
-    return f"{template}/{cfg.name if cfg else '-'}/flydsl-{flydsl_version()}"
+_CONFIG_FIELDS = tuple(configs.Config.__dataclass_fields__)
+
+
+def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str:
+    """The compiled specialization a call runs: template, config, spec, FlyDSL version."""
+    cfg = _config(info.arch, op, config)
+    template, spec = launch.specialization(op, args, cfg)
+    flags = ",".join(f"{k}={v}" for k, v in sorted(spec.items()))
+    return f"{template}/{cfg.name}/{flags}/flydsl-{flydsl_version()}"
 
 
 def _run(plan: launch.Launch, arch: str, cfg):
@@ -81,15 +88,15 @@ def _run(plan: launch.Launch, arch: str, cfg):
     return plan.result()
 
 
-def gemm(a, b, bias=None, out_dtype=None):
-    arch = _arch(a.device)
-    cfg = configs.default(arch, "gemm")
+def gemm(a, b, bias=None, out_dtype=None, *, config=None):
+    arch = devices.detect(a.device).arch
+    cfg = _config(arch, "gemm", config)
     return _run(launch.plan_gemm(a, b, bias, out_dtype, cfg), arch, cfg)
 
 
-def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
-    arch = _arch(a.device)
-    cfg = configs.default(arch, "grouped_mm")
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
+    arch = devices.detect(a.device).arch
+    cfg = _config(arch, "grouped_mm", config)
     return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
 
 

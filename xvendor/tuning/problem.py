@@ -5,25 +5,20 @@ dtype, operand layout, shape bucket). A winner measured on one chip is never ser
 another: gfx1250 and gfx1251 differ up to 4x in matrix-instruction latency, so the key
 holds the exact arch and CU count, not the family.
 
-Shape buckets: M rounds up to a power of two up to 256, then to a multiple of 256 (the
-token count of a step varies; tile choice barely changes within a bucket); N and K are
-exact (they are model dimensions); the group count of grouped_mm rounds up to a power of
-two. Operand layout is "N" (row-major, unit stride on the last dim) or "T" per operand.
-Bump ``KEY_VERSION`` when any of this changes: files of another version are ignored.
+Shape buckets and operand layouts are the op's shape class (NOTE [shape buckets] in
+``xvendor.shapes``, the one owner of both). Bump ``KEY_VERSION`` when any of this changes:
+files of another version are ignored.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..ops._common import m_bucket, pow2_bucket
+from .. import shapes
 
 KEY_VERSION = 1
-
-
-# One source of truth for the buckets: the ops compute the same shape class on the hot path.
-bucket_m = m_bucket
-bucket_groups = pow2_bucket
+# What each tuned op's shape class is computed with (the ops use the same functions).
+SHAPE_CLASS = {"gemm": shapes.gemm_class, "grouped_mm": shapes.grouped_mm_class}
 
 
 @dataclass(frozen=True)
@@ -65,10 +60,8 @@ def from_shape_class(op: str, backend: str, arch: str, cus: int, product: str, d
 
 def key_for(op: str, backend: str, arch: str, cus: int, product: str, args: tuple) -> ProblemKey:
     """The key of one call's arguments (as the ops pass them to kernels)."""
-    if op == "gemm":
-        from ..ops.gemm import shape_class
-    elif op == "grouped_mm":
-        from ..ops.grouped_mm import shape_class
-    else:
-        raise ValueError(f"tuning: op {op!r} has no problem key (tuned ops: gemm, grouped_mm)")
-    return from_shape_class(op, backend, arch, cus, product, args[0].dtype, shape_class(*args))
+    if op not in SHAPE_CLASS:
+        raise ValueError(f"tuning: op {op!r} has no problem key (tuned ops: "
+                         f"{', '.join(SHAPE_CLASS)})")
+    return from_shape_class(op, backend, arch, cus, product, args[0].dtype,
+                            SHAPE_CLASS[op](*args))

@@ -1,18 +1,18 @@
 """Serve tuned winners to the dispatch layer, and capture the problems seen at run time.
 
-``install()`` puts ``lookup`` into the registry's tuned-winner hook. The registry calls it
-once per new (op, device, dtype, shape class) and caches the decision, so serving costs a
-dictionary lookup on a miss and nothing afterwards. Winners are keyed with backend "*"
-(the best backend for the problem); a backend that has per-config winners asks
-``config_for`` with its own name when it builds its launch.
+``hook`` is the registry's tuned-winner hook factory (the registry names it as the string
+``"xvendor.tuning.serve:hook"``; NOTE [tuned-winner hook] in ``xvendor.registry``). The
+registry calls it on its first decision miss after import or ``reset()``; it returns
+``lookup`` only when a table exists for a present chip or capture is on, so otherwise
+shape classes are never computed and the eager hot path pays nothing. The registry calls
+``lookup`` once per new (op, device, dtype, shape class) and caches the decision, config
+included: serving costs a table lookup on a miss and nothing afterwards. Backend ``"*"``
+asks for the best backend of the problem; a backend's own name asks for its tuned config,
+which the registry hands to the kernel as ``config=``.
 
 ``XVENDOR_TUNE=capture`` records every problem key seen (one per distinct shape class)
 and writes them at exit to ``$XVENDOR_TUNE_CAPTURE`` (default:
 ``<tuning dir>/captured-<pid>.json``), the input of ``xvendor tune --from``.
-
-The hook is installed by ``install_if_useful()`` (at ``import xvendor``) only when a table
-exists for a present chip or capture is on: otherwise shape classes are never computed
-and the eager hot path pays nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import json
 import os
 from pathlib import Path
 
-from .. import devices, registry
-from .problem import ProblemKey, from_shape_class
+from .. import devices
+from .problem import SHAPE_CLASS, ProblemKey, from_shape_class
 from .store import SHIPPED, TuningStore, Winner, tuning_dir
 
 ANY_BACKEND = "*"
@@ -44,20 +44,21 @@ def _key(op, info, dtype, shape_class, backend=ANY_BACKEND) -> ProblemKey:
                             shape_class)
 
 
-def lookup(op: str, info: devices.DeviceInfo, dtype, shape_class) -> str | None:
-    """The registry hook: the tuned backend for this problem, or None."""
-    if shape_class is None or op not in ("gemm", "grouped_mm"):
+def lookup(op: str, info: devices.DeviceInfo, dtype, shape_class,
+           backend: str = ANY_BACKEND) -> tuple[str, dict] | None:
+    """The registry's lookup: (backend, config) tuned for this problem, or None."""
+    if shape_class is None or op not in SHAPE_CLASS:
         return None
-    key = _key(op, info, dtype, shape_class)
-    if _capturing():
+    key = _key(op, info, dtype, shape_class, backend)
+    if _capturing() and backend == ANY_BACKEND:
         _captured[str(key)] = {"op": op, "device": str(info.device), "arch": info.arch}
     winner = store_for(info).get(key)
-    return winner.backend if winner is not None else None
+    return (winner.backend, winner.config) if winner is not None else None
 
 
 def config_for(backend: str, op: str, info: devices.DeviceInfo, dtype,
                shape_class) -> Winner | None:
-    """A backend's tuned config for this problem (None: use its default)."""
+    """A backend's tuned config for this problem (None: it runs its default)."""
     return store_for(info).get(_key(op, info, dtype, shape_class, backend))
 
 
@@ -81,24 +82,25 @@ def write_capture() -> Path | None:
     return path
 
 
-def install() -> None:
-    registry.set_tuned_lookup(lookup)
+def hook():
+    """The registry's hook factory: ``lookup`` when there is something to serve or capture,
+    else None. Runs again after every ``registry.reset()``: the stores are re-read."""
+    _stores.clear()
     if _capturing():
-        atexit.register(write_capture)
-
-
-def install_if_useful() -> bool:
-    """Install the hook when a table exists for a present chip, or capture is on."""
-    if _capturing():
-        install()
-        return True
+        if not _atexit_registered:
+            atexit.register(write_capture)
+            _atexit_registered.append(True)
+        return lookup
     for d in devices.present_devices():
         info = devices.detect(d)
         name = f"{info.arch}-{info.cu_count}cu.json"
-        if (tuning_dir() / name).is_file() or (SHIPPED / name).is_file():
-            install()
-            return True
-    return False
+        if (tuning_dir() / name).is_file() or (SHIPPED / name).is_file() \
+                or (SHIPPED / f"{info.arch}-anycu.json").is_file():
+            return lookup
+    return None
+
+
+_atexit_registered: list = []
 
 
 def captured_keys(path: str | Path) -> list[ProblemKey]:
