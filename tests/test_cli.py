@@ -7,6 +7,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 import xvendor
 from xvendor import cli, reference, registry
@@ -25,7 +26,7 @@ def test_check_json_passes_on_this_machine():
     rep = json.loads(proc.stdout)
     assert rep["ok"] and rep["devices"][0]["device"] == "cpu"
     ops = {(r["op"], r["dtype"]) for r in rep["correctness"]}
-    assert {(op, dt) for op in registry.OPS for dt in ("float32", "float16", "bfloat16")} <= ops
+    assert {(op, dt) for op in registry.ops() for dt in ("float32", "float16", "bfloat16")} <= ops
     assert {d["arch"] for d in rep["dispatch_dry_run"]} >= {"gfx950", "gfx1250", "sm_90"}
 
 
@@ -47,6 +48,28 @@ def test_check_fails_on_a_wrong_kernel(capsys):
     assert cli.main(["check"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "wrong" in out
+
+
+def test_check_reports_the_backend_that_ran_and_fails_on_a_fallback():
+    """Regression: a default that raises used to be shown as PASS under its own name."""
+    mod = types.ModuleType("xvendor_test_raises")
+
+    def broken(*args):
+        raise RuntimeError("kernel launch failed")
+    mod.KERNELS = {"gemm": broken}
+    sys.modules[mod.__name__] = mod
+    xvendor.register(registry.Backend(name="broken", module=mod.__name__, ops={"gemm"},
+                                      device_types={"cpu"}, defaults={"gemm": {"cpu"}},
+                                      evidence="raises, for this test", priority=5))
+    with pytest.warns(UserWarning, match="'broken' failed"):
+        rep = cli.check_report(dtypes=(torch.float32,))
+    gemm_rows = [r for r in rep["correctness"] if r["op"] == "gemm"]
+    first = gemm_rows[0]
+    assert first["backend"] == "aten" and first["fell_back_from"] == "broken"
+    assert not first["ok"] and "kernel launch failed" in first["error"]
+    assert not rep["ok"]
+    # Later rows: the broken default is no longer chosen; aten ran and says so.
+    assert all(r["backend"] == "aten" for r in gemm_rows)
 
 
 def test_info_json_lists_versions_and_backends():

@@ -1,9 +1,10 @@
 """The correctness gate of the dispatch layer (l0), with real in-memory CPU backends.
 
 A gated backend whose kernel is deliberately wrong must: warn once and fall back on first
-use, persist a failing verdict, and never be chosen again (also in a "new process":
-memory cleared, verdict read back from disk). A correct gated kernel is checked once, then
-called plainly. See NOTE [correctness gate] in xvendor/registry.py.
+use, persist a failing verdict, and never run that specialization again (also in a "new
+process": memory cleared, verdict read back from disk). A correct gated kernel is checked
+once per specialization, then called plainly; a verdict on one specialization (no bias)
+says nothing about another (bias). See NOTE [correctness gate] in xvendor/gate.py.
 """
 
 import json
@@ -22,6 +23,11 @@ pytestmark = pytest.mark.l0
 IDENT = "gemm/test-config/v1"
 
 
+def _identity(op, info, dtype, args, config):
+    """Like a real backend's: one identity per compiled specialization (bias or not)."""
+    return IDENT + ("/bias" if args[2] is not None else "")
+
+
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_CACHE_DIR", str(tmp_path))
@@ -37,7 +43,7 @@ def _gated(name, fn, **record):
         return fn(*args)
 
     mod.KERNELS = {"gemm": kernel}
-    mod.identity = lambda op, info, dtype: IDENT
+    mod.identity = _identity
     sys.modules[mod.__name__] = mod
     fields = dict(ops={"gemm"}, device_types={"cpu"}, defaults={"gemm": {"cpu"}},
                   evidence="test", priority=5, gate_identity=f"{mod.__name__}:identity")
@@ -54,7 +60,6 @@ def _ab():
 def _forget_process_state():
     """What a new process would know: only the verdict files."""
     registry.reset()
-    registry._registry.failed.clear()
 
 
 def test_wrong_kernel_fails_the_gate_falls_back_once_and_is_never_chosen_again(cache_dir):
@@ -75,15 +80,33 @@ def test_wrong_kernel_fails_the_gate_falls_back_once_and_is_never_chosen_again(c
     assert "relative error" in verdict["detail"]
 
     _forget_process_state()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no warning: it is simply not chosen
-        torch.testing.assert_close(xvendor.gemm(a, b), a @ b)
-    assert len(mod.CALLS) == 1
-    dec = xvendor.explain("gemm", a, b)
-    assert dec.backend == "aten"
-    assert "failed its correctness check" in dec.passed_over["wrong"]
-    with pytest.raises(registry.BackendUnavailable, match="failed its correctness check"):
+    with pytest.warns(UserWarning, match="failed its correctness check"):
+        torch.testing.assert_close(xvendor.gemm(a, b), a @ b)  # refused from the verdict
+    assert len(mod.CALLS) == 1  # ... without running the wrong kernel again
+    with pytest.raises(registry.GateFailure, match="failed its correctness check"):
         xvendor.gemm(a, b, backend="wrong")
+    assert len(mod.CALLS) == 1
+
+
+def test_a_verdict_vouches_only_for_its_own_specialization(cache_dir):
+    """Regression: a passing no-bias call must not vouch for the untested bias epilogue."""
+    def right_without_bias(a, b, bias, out_dtype):
+        out = reference.gemm(a, b)
+        return out if bias is None else out - bias  # the bias epilogue is wrong
+    mod = _gated("half", right_without_bias)
+    a, b = _ab()
+    bias = torch.randn(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(xvendor.gemm(a, b), a @ b)
+    with pytest.warns(UserWarning, match="keeps serving its other specializations"):
+        torch.testing.assert_close(xvendor.gemm(a, b, bias), a @ b + bias)
+    verdicts = {tuple(v["key"][2:3]): v["ok"] for v in
+                (json.loads(p.read_text()) for p in (cache_dir / "gate").glob("*.json"))}
+    assert verdicts == {(IDENT,): True, (IDENT + "/bias",): False}
+    xvendor.gemm(a, b)  # the passing specialization is still served by the backend
+    assert len(mod.CALLS) == 3
+    assert registry.fallbacks()[-1].whole_backend is False
 
 
 def test_correct_kernel_is_checked_once_then_called_plainly(cache_dir, monkeypatch):

@@ -150,29 +150,44 @@ def test_failing_explicit_choice_raises_the_kernel_error():
         xvendor.gemm(*_ab(), backend="flaky")
 
 
-def test_tuned_winner_beats_the_default():
+def test_tuned_winner_beats_the_default_and_gets_its_config():
     mod = _install_backend("tuned", {})
-    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+
+    def kernel(a, b, bias=None, out_dtype=None, *, config=None):
+        mod.CALLS.append(config)
+        return reference.gemm(a, b, bias, out_dtype)
+    mod.KERNELS["gemm"] = kernel
     seen = []
 
-    def lookup(op, dev, dtype, shape_class):
-        seen.append(shape_class)
-        return "tuned" if op == "gemm" else None
+    def lookup(op, dev, dtype, shape_class, backend):
+        seen.append((shape_class, backend))
+        return ("tuned", {"tile": 64}) if op == "gemm" else None
 
     registry.set_tuned_lookup(lookup)
     a, b = _ab()
     xvendor.gemm(a, b)
-    assert len(mod.CALLS) == 1
-    assert seen and seen[0] == ("NN", 8, 6, 4, 0, "float32")  # the tuner's shape class
+    assert mod.CALLS == [{"tile": 64}]  # the decision carried the config into the kernel
+    assert seen[0] == (("NN", 8, 6, 4, 0, "float32"), "*")  # the tuner's shape class
+    dec = xvendor.explain("gemm", a, b)
+    assert dec.backend == "tuned" and dec.config == {"tile": 64}
+
+
+def test_untuned_backend_gets_no_config_keyword():
+    _install_backend("plain", {"gemm": reference.gemm}, defaults={"gemm": {"cpu"}},
+                     evidence="measured")
+    registry.set_tuned_lookup(lambda *args: None)  # a table exists, but not for this problem
+    a, b = _ab()
+    torch.testing.assert_close(xvendor.gemm(a, b), a @ b)  # reference.gemm takes no config=
 
 
 def test_decisions_are_cached():
     a, b = _ab()
+    args = (a, b, None, None)
+    first = registry.decide("gemm", a.device, a.dtype, args)
     xvendor.gemm(a, b)
-    n = len(registry._registry.decisions)
-    for _ in range(5):
-        xvendor.gemm(a, b)
-    assert len(registry._registry.decisions) == n
+    assert registry.decide("gemm", a.device, a.dtype, args) is first
+    registry.reset()
+    assert registry.decide("gemm", a.device, a.dtype, args) is not first
 
 
 def test_broken_entry_point_is_reported_not_fatal(monkeypatch):
@@ -184,7 +199,7 @@ def test_broken_entry_point_is_reported_not_fatal(monkeypatch):
     monkeypatch.setitem(sys.modules, "tests_plugin_target", target)
     import importlib.metadata as md
     monkeypatch.setattr(md, "entry_points", lambda group=None: [good, bad])
-    registry._registry.plugins_loaded = False
+    registry.reset()  # entry points are read again on the next selection
     with pytest.warns(UserWarning, match="'broken'.*failed to load"):
         names = registry.backends()
     assert "goodone" in names
@@ -204,10 +219,20 @@ def test_explain_on_hypothetical_arch():
     assert dense.backend == "aten"  # cuBLAS stays the default on NVIDIA
 
 
-def test_reference_cannot_be_unregistered():
-    with pytest.raises(ValueError, match="cannot be removed"):
-        registry.unregister("aten")
-    assert devices.detect("cpu").arch == "cpu"
+def test_reset_configuration_restores_the_import_time_registry():
+    _install_backend("extra", {"gemm": reference.gemm})
+    registry.set_tuned_lookup(None)
+    assert "extra" in registry.backends()
+    registry.reset(configuration=True)
+    assert "extra" not in registry.backends()
+    assert set(registry.backends()) >= {"aten", "triton", "flydsl", "sycl"}
+
+
+def test_every_op_has_a_reference_kernel_and_a_spec():
+    from xvendor import ops
+    assert set(registry.ops()) == set(ops.SPECS)
+    for op in registry.ops():
+        assert op in reference.KERNELS, f"{op} has no aten kernel"
 
 
 def test_no_eligible_backend_raises_with_every_reason():

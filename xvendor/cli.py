@@ -13,13 +13,16 @@ import importlib.metadata as md
 import json
 import platform
 import sys
+from typing import TYPE_CHECKING
 
-import torch
-from rich.console import Console
-from rich.table import Table
+from .ci import cli as ci_cli
 
-from . import devices, registry, selfcheck
-from .explain import dispatch_table
+# torch, rich and the dispatch layer load inside the commands that use them: `xvendor ci`
+# runs where only the standard library is installed (the matrix job of a CI).
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from . import devices, registry
 
 DRY_RUN_ARCHS = ("gfx950", "gfx1250", "gfx942", "sm_90", "pvc")
 # Toolchain sections of `xvendor check`, as data: (title, "module:function"). Each function
@@ -47,6 +50,9 @@ def _versions() -> dict[str, str | None]:
 
 
 def info_report() -> dict:
+    import torch
+
+    from . import devices, registry
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -55,8 +61,8 @@ def info_report() -> dict:
         "torch_xpu": bool(hasattr(torch, "xpu") and torch.xpu._is_compiled()),
         "packages": _versions(),
         "devices": [_device_row(registry.device_info(d)) for d in devices.present_devices()],
-        "backends": {name: registry._registry.unavailable_reason(b) or "available"
-                     for name, b in registry.backends().items()},
+        "backends": {name: registry.unavailable_reason(name) or "available"
+                     for name in registry.backends()},
         "backend_plugin_problems": registry.plugin_problems(),
     }
 
@@ -72,7 +78,10 @@ def _decision_row(dec: registry.Decision) -> dict:
             "why": dec.reason, "fallbacks": list(dec.fallbacks), "passed_over": dec.passed_over}
 
 
-def check_report(dtypes=selfcheck.DTYPES) -> dict:
+def check_report(dtypes=None) -> dict:
+    from . import devices, registry, selfcheck
+    from .explain import dispatch_table
+    dtypes = selfcheck.DTYPES if dtypes is None else dtypes
     present = [registry.device_info(d) for d in devices.present_devices()]
     results = [r for info in present for r in selfcheck.run(info.device, dtypes)]
     sections = _run_sections()
@@ -81,8 +90,8 @@ def check_report(dtypes=selfcheck.DTYPES) -> dict:
         "dispatch": [_decision_row(d) for d in dispatch_table(infos=present)],
         "dispatch_dry_run": [_decision_row(d) for d in dispatch_table(
             infos=[devices.hypothetical(a) for a in DRY_RUN_ARCHS], dry_run=True)],
-        "backends": {name: registry._registry.unavailable_reason(b) or "available"
-                     for name, b in registry.backends().items()},
+        "backends": {name: registry.unavailable_reason(name) or "available"
+                     for name in registry.backends()},
         "correctness": [r.as_dict() for r in results],
         "sections": sections,
         "ok": all(r.ok for r in results) and all(row.get("ok", False)
@@ -103,6 +112,7 @@ def _run_sections() -> dict[str, list[dict]]:
 
 
 def _print_check(rep: dict, console: Console) -> None:
+    from rich.table import Table
     t = Table(title="Devices")
     for col in ("device", "vendor", "arch", "product", "CUs"):
         t.add_column(col)
@@ -140,7 +150,9 @@ def _print_check(rep: dict, console: Console) -> None:
                          f"[green]PASS[/] {r['rel_error']:.1e} ({r['tolerance']:.0e})" if r["ok"]
                          else f"[red]FAIL[/] {r['rel_error']:.1e} ({r['tolerance']:.0e}) "
                               f"{r['error']}")
-        backends = sorted({r["backend"] for r in by_dtype.values()})
+        # the backend that produced the output; "decided -> ran" when it fell back
+        backends = sorted({f"{r['fell_back_from']} -> {r['backend']}" if r["fell_back_from"]
+                           else r["backend"] for r in by_dtype.values()})
         t.add_row(dev, op, case, ",".join(backends), *cells)
     console.print(t)
     for title, rows in rep["sections"].items():
@@ -160,6 +172,7 @@ def _print_check(rep: dict, console: Console) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console
     # Logs and CI capture stdout: rich would wrap tables at 80 columns there.
     return Console() if sys.stdout.isatty() else Console(width=150)
 
@@ -174,6 +187,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_info(args) -> int:
+    from rich.table import Table
     rep = info_report()
     if args.json:
         print(json.dumps(rep, indent=2, default=str))
@@ -200,43 +214,14 @@ def cmd_info(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    import torch
+
+    from . import devices, registry
     info = devices.hypothetical(args.arch) if args.arch else registry.device_info(
         torch.device(args.device))
     dtype = getattr(torch, args.dtype)
-    print(registry.select(args.op, info, dtype, None, args.backend, dry_run=bool(args.arch)))
+    print(registry.explain_request(args.op, info, dtype, args.backend, dry_run=bool(args.arch)))
     return 0
-
-
-def cmd_ci_matrix(args) -> int:
-    from .ci import matrix as ci_matrix
-    mx = ci_matrix.load(args.file)
-    cells = mx.affected(args.changed) if args.changed is not None else list(mx.cells)
-    print(ci_matrix.emit(cells, args.format))
-    return 0
-
-
-def cmd_ci_run(args) -> int:
-    from .ci import run as ci_run
-    tiers = [t for t in args.tier.split(",") if t] if args.tier else None
-    return ci_run.run(tiers, args.report, args.path, args.file, args.pytest_args)
-
-
-def _add_ci(sub) -> None:
-    ci = sub.add_parser("ci", help="the multi-vendor CI matrix and tier runner")
-    ci_sub = ci.add_subparsers(dest="ci_command", required=True)
-    m = ci_sub.add_parser("matrix", help="emit the runner matrix from ci/matrix.toml")
-    m.add_argument("--format", choices=["github", "gitlab", "json"], default="json")
-    m.add_argument("--changed", nargs="*", metavar="PATH",
-                   help="only the cells these changed files affect (path rules in the file)")
-    m.add_argument("--file", default="ci/matrix.toml")
-    m.set_defaults(fn=cmd_ci_matrix)
-    r = ci_sub.add_parser("run", help="run the tiers this machine can run; JUnit + report")
-    r.add_argument("--tier", help="comma-separated tiers (default: l0,l1, plus l2 with a GPU)")
-    r.add_argument("--report", default="build/ci-report", help="folder for junit.xml, report.*")
-    r.add_argument("--path", default="tests", help="the tests to run")
-    r.add_argument("--file", default="ci/matrix.toml")
-    r.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    r.set_defaults(fn=cmd_ci_run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,13 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     i.set_defaults(fn=cmd_info)
     e = sub.add_parser("explain", help="which backend an op would use, and why")
-    e.add_argument("op", choices=sorted(registry.OPS))
+    e.add_argument("op", help="an xvendor op: gemm, grouped_mm, rms_norm, topk, ...")
     e.add_argument("--device", default="cpu")
     e.add_argument("--arch", help="a hypothetical device of this arch (dry run)")
     e.add_argument("--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"])
     e.add_argument("--backend", help="ask about an explicit request")
     e.set_defaults(fn=cmd_explain)
-    _add_ci(sub)
+    ci_cli.add_parser(sub)
     from .distributed.cli import add_parsers as add_distributed  # run, fr analyze, demo
     add_distributed(sub)
     from .tuning import compile_cli, tune_cli  # light: toolchains load only when used
@@ -264,11 +249,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _ci_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xvendor", description=__doc__.splitlines()[0])
+    ci_cli.add_parser(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+def _expected_errors() -> tuple:
+    # A BackendUnavailable can only come from a loaded registry; `xvendor ci` never loads it.
+    registry = sys.modules.get(f"{__package__}.registry")
+    return (ValueError,) + ((registry.BackendUnavailable,) if registry else ())
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The full parser imports torch (other subcommands build their arguments from it).
+    parser = _ci_parser() if argv[:1] == ["ci"] else build_parser()
+    args = parser.parse_args(argv)
     try:
         return (getattr(args, "fn", None) or args.func)(args)
-    except (registry.BackendUnavailable, ValueError) as e:  # MatrixError is a ValueError
+    except Exception as e:
+        if not isinstance(e, _expected_errors()):  # MatrixError is a ValueError
+            raise
         print(f"xvendor: {e}", file=sys.stderr)
         return 2
 

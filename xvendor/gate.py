@@ -33,6 +33,10 @@ __all__ = ["Gate", "GateFailure", "compare"]
 class GateFailure(RuntimeError):
     """A gated kernel specialization disagreed with the reference on this device."""
 
+    def __init__(self, message: str, identity: str = ""):
+        super().__init__(message)
+        self.identity = identity  # the refused specialization
+
 
 class Gate:
     """Verdicts of gated kernels: in memory, and one JSON file per verdict on disk."""
@@ -103,7 +107,7 @@ class Gate:
                 raise GateFailure(f"xvendor.{op}: backend {dec.backend!r} kernel {ident} "
                                   f"failed its correctness check against the reference on "
                                   f"{info.arch} ({v['when']}): {v['detail']}; it is not used "
-                                  f"again (verdict in {self._path(key)})")
+                                  f"again (verdict in {self._path(key)})", ident)
             out = kernel(*args)
             ok, detail = compare(op, out, self._reference(op)(*args))
             if ok is None:  # nothing to compare (empty output): no verdict yet
@@ -114,7 +118,7 @@ class Gate:
                 return out
             raise GateFailure(f"xvendor.{op}: backend {dec.backend!r} kernel {ident} "
                               f"disagrees with the reference on {info.arch} ({dtype}): "
-                              f"{detail}")
+                              f"{detail}", ident)
         return gated
 
 

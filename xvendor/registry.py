@@ -53,7 +53,7 @@ from .gate import Gate, GateFailure
 __all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "Fallback", "register",
            "backends", "ops", "define_op", "select", "decide", "dispatch", "explain_request",
            "use_backend", "requested_backend", "set_tuned_lookup", "tunable", "reset",
-           "plugin_problems", "fallbacks", "device_info"]
+           "plugin_problems", "fallbacks", "fallback_count", "device_info", "unavailable_reason"]
 
 FLOAT_DTYPES = frozenset({torch.float32, torch.float16, torch.bfloat16})
 _ANY = frozenset({"*"})
@@ -365,6 +365,11 @@ def plugin_problems() -> dict[str, str]:
     return dict(_state.plugin_problems)
 
 
+def unavailable_reason(name: str) -> str | None:
+    """Why backend ``name`` cannot run on this machine (its probe), or ``None``."""
+    return _state.unavailable_reason(backends()[name])
+
+
 def tunable(name: str):
     """The tunable object of backend ``name`` (its record's ``tunable``), or ``None``."""
     b = backends().get(name)
@@ -481,7 +486,7 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
     (first, reason), rest = chain[0], chain[1:]
     dec = Decision(op, dev, dtype, first, reason, tuple(n for n, _ in rest), passed,
                    shape_class=shape_class)
-    dec.config = winner[1] if winner is not None and winner[0] == first else \
+    dec.config = (winner[1] or None) if winner is not None and winner[0] == first else \
         _tuned(lookup, dec, first)
     return dec
 
@@ -491,7 +496,7 @@ def _tuned(lookup, dec: Decision, backend: str) -> dict | None:
     if lookup is None or dec.shape_class is None:
         return None
     hit = lookup(dec.op, dec.device, dec.dtype, dec.shape_class, backend)
-    return hit[1] if hit is not None else None
+    return (hit[1] or None) if hit is not None else None  # {}: the backend's default
 
 
 def _failed_reason(name, op, dev, dtype) -> str | None:
@@ -560,7 +565,7 @@ def _fall_back(dec: Decision, args: tuple, exc: Exception):
     _state.fallback_count += 1
     _state.fallbacks.append(Fallback(dec.op, str(dec.device.device), str(dec.dtype),
                                      dec.backend, nxt, err, whole))
-    warn_key = (dec.backend, dec.op, dec.device.key, dec.dtype, None if whole else err)
+    warn_key = (dec.backend, dec.op, dec.device.key, dec.dtype, getattr(exc, "identity", None))
     if warn_key not in _state.warned:
         _state.warned.add(warn_key)
         scope = ("will not be chosen again in this process" if whole else

@@ -32,16 +32,41 @@ def test_probe_says_plainly_why_not_here():
     ("gfx1250", "grouped_mm", "triton", ("aten",)),  # no public FlyDSL numbers on gfx1250
     ("gfx1250", "gemm", "aten", ()),
 ])
-def test_dry_run_dispatch(monkeypatch, arch, op, first, rest):
-    monkeypatch.setattr(registry._registry, "unavailable", {"flydsl": None, "triton": None})
-    dec = registry.select(op, devices.hypothetical(arch), torch.bfloat16)
+def test_dry_run_dispatch(arch, op, first, rest):
+    import xvendor.ops  # noqa: F401 (defines the ops)
+    dec = registry.select(op, devices.hypothetical(arch), torch.bfloat16, dry_run=True)
     assert (dec.backend, dec.fallbacks) == (first, rest)
 
 
-def test_gate_identity_names_template_config_and_version():
+def _bf16(*shape):
+    return torch.randn(*shape).bfloat16()
+
+
+def test_gate_identity_is_one_per_compiled_specialization():
+    """Regression: the identity used to name only op/config/version, so a passing 2Dx3D
+    forward call vouched for the 2Dx2D, bias and out_dtype specializations."""
     info = devices.hypothetical("gfx950")
-    ident = backend.gate_identity("grouped_mm", info, torch.bfloat16)
-    assert ident.startswith(f"grouped_mm/{configs.default('gfx950', 'grouped_mm').name}/flydsl-")
+    offs = torch.tensor([3, 8, 16], dtype=torch.int32)
+    calls = {
+        "2Dx3D": (_bf16(16, 64), _bf16(3, 64, 32), offs, None, None),
+        "2Dx3D+bias": (_bf16(16, 64), _bf16(3, 64, 32), offs, _bf16(3, 32), None),
+        "2Dx3D->fp32": (_bf16(16, 64), _bf16(3, 64, 32), offs, None, torch.float32),
+        "2Dx2D": (_bf16(64, 16).t(), _bf16(16, 32), offs, None, None),
+        "3Dx3D": (_bf16(3, 8, 64), _bf16(3, 64, 32), None, None, None),
+    }
+    idents = {name: backend.gate_identity("grouped_mm", info, torch.bfloat16, args, None)
+              for name, args in calls.items()}
+    assert len(set(idents.values())) == len(idents), idents
+    default = configs.default("gfx950", "grouped_mm").name
+    assert all(f"/{default}/" in i and "/flydsl-" in i for i in idents.values())
+    tuned = configs.SPACES["gfx950"]["grouped_mm"][-1]
+    assert backend.gate_identity("grouped_mm", info, torch.bfloat16, calls["2Dx3D"],
+                                 tuned.to_dict()) != idents["2Dx3D"]  # the config counts too
+    nt = backend.gate_identity("gemm", info, torch.bfloat16,
+                               (_bf16(16, 64), _bf16(32, 64).t(), None, None), None)
+    nn = backend.gate_identity("gemm", info, torch.bfloat16,
+                               (_bf16(16, 64), _bf16(64, 32), None, None), None)
+    assert nt != nn  # the operand majors select different code
 
 
 def test_config_spaces_are_data_and_big_enough():

@@ -10,6 +10,7 @@ import torch
 import xvendor
 from xvendor import devices, reference, registry
 from xvendor.tuning import serve
+from xvendor.tuning.problem import key_for
 from xvendor.tuning.store import TuningStore, Winner
 
 pytestmark = pytest.mark.l0
@@ -18,11 +19,10 @@ pytestmark = pytest.mark.l0
 @pytest.fixture
 def tuning_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
-    serve._captured.clear()
+    serve.clear_capture()
+    registry.reset()  # the hook and its stores are read again for this directory
     yield tmp_path
-    serve._stores.clear()
-    serve._captured.clear()
+    serve.clear_capture()
 
 
 def _backend_counting_calls():
@@ -36,18 +36,16 @@ def _backend_counting_calls():
 
 
 def test_a_stored_winner_is_served_for_its_shape_only(tuning_dir):
-    from xvendor.ops.gemm import shape_class
     mod = _backend_counting_calls()
     info = devices.detect("cpu")
     a, b = torch.randn(100, 64), torch.randn(64, 32)
-    key = serve._key("gemm", info, torch.float32, shape_class(a, b, None, None))
+    key = key_for("gemm", "*", info.arch, info.cu_count, info.product, (a, b, None, None))
     TuningStore(info.arch, info.cu_count).put(key, Winner(
         "tunedcpu", {}, "default", 1.0, provenance={"kind": "measured", "device": "cpu"}))
-    registry._registry.tuning_checked = False  # a table now exists: the hook installs itself
-    registry.reset()
+    registry.reset()  # a table now exists: the hook returns its lookup
     torch.testing.assert_close(xvendor.gemm(a, b), a @ b)
     assert len(mod.CALLS) == 1
-    assert xvendor.explain("gemm", a, b).backend == "aten"  # explain() is shape-blind here
+    assert xvendor.explain("gemm", a, b).backend == "tunedcpu"  # explain() sees the tuned winner
     xvendor.gemm(torch.randn(100, 64), torch.randn(64, 48))  # another N: not tuned -> aten
     assert len(mod.CALLS) == 1
     xvendor.gemm(torch.randn(120, 64), torch.randn(64, 32))  # same M bucket (128): served
@@ -55,16 +53,16 @@ def test_a_stored_winner_is_served_for_its_shape_only(tuning_dir):
 
 
 def test_no_table_no_hook(tuning_dir):
-    registry._registry.tuning_checked = False
-    registry.reset()
-    xvendor.gemm(torch.randn(4, 4), torch.randn(4, 4))
-    assert registry._registry.tuned_lookup is None  # the hot path stays shape-blind
+    assert serve.hook() is None  # no table for this machine's chips, no capture
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    xvendor.gemm(a, b)
+    # the hot path stays shape-blind: the decision was made without a shape class
+    assert registry.decide("gemm", a.device, a.dtype, (a, b, None, None)).shape_class is None
 
 
 def test_capture_writes_the_problem_keys(tuning_dir, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNE", "capture")
     monkeypatch.setenv("XVENDOR_TUNE_CAPTURE", str(tuning_dir / "seen.json"))
-    registry._registry.tuning_checked = False
     registry.reset()
     xvendor.gemm(torch.randn(300, 64), torch.randn(64, 32))
     xvendor.gemm(torch.randn(310, 64), torch.randn(64, 32))  # same bucket: one key

@@ -37,7 +37,7 @@ def test_shipped_configs_passed_the_cross_compile_checks(arch):
 
 def test_served_to_a_real_chip_of_that_arch_whatever_its_cu_count(tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
+    serve.clear_stores()
     info = devices.hypothetical("gfx950")
     sc = ("2Dx3D:NT", 32768, 4096, 7168, 256, "bfloat16")
     w = serve.config_for("triton", "grouped_mm", info, torch.bfloat16, sc)

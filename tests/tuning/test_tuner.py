@@ -4,7 +4,7 @@ time, store, serve."""
 import pytest
 import torch
 
-from xvendor import devices
+from xvendor import devices, registry
 from xvendor.testing import cpu_tunable
 from xvendor.tuning import serve, tuner
 from xvendor.tuning.problem import key_for
@@ -12,10 +12,13 @@ from xvendor.tuning.store import TuningStore
 
 pytestmark = pytest.mark.l0
 
+CPUBLOCKED = registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
+                              ops={"gemm"}, device_types={"cpu"},
+                              tunable="xvendor.testing.cpu_tunable:TUNABLE")
+
 
 def test_tune_gates_times_stores_and_serves(tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
     info = devices.detect("cpu")
     gen = torch.Generator().manual_seed(0)
     argsets = [(torch.randn(128, 128, generator=gen), torch.randn(128, 96, generator=gen), None, None)
@@ -57,9 +60,8 @@ def test_tune_cli_end_to_end(tmp_path, monkeypatch, capsys):
     import xvendor
     from xvendor import cli, registry
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
-    xvendor.register(registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
-                                      ops={"gemm"}, device_types={"cpu"}))
+    registry.reset()
+    xvendor.register(CPUBLOCKED)
     rc = cli.main(["tune", "--shape", "gemm:128x96x128", "--dtype", "float32",
                    "--backend", "cpublocked", "--top-k", "8"])
     out = capsys.readouterr().out
@@ -76,15 +78,12 @@ def test_capture_then_tune_from_the_capture_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
     monkeypatch.setenv("XVENDOR_TUNE", "capture")
     monkeypatch.setenv("XVENDOR_TUNE_CAPTURE", str(tmp_path / "captured.json"))
-    serve._stores.clear()
-    serve._captured.clear()
-    registry._registry.tuning_checked = False
+    serve.clear_capture()
     registry.reset()
     xvendor.gemm(torch.randn(100, 64), torch.randn(64, 40))  # the "training run"
     path = serve.write_capture()
     monkeypatch.delenv("XVENDOR_TUNE")
-    xvendor.register(registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
-                                      ops={"gemm"}, device_types={"cpu"}))
+    xvendor.register(CPUBLOCKED)
     assert cli.main(["tune", "--from", str(path), "--backend", "cpublocked"]) == 0
     assert "gemm NN M~128 N=40 K=64" in capsys.readouterr().out
-    serve._captured.clear()
+    serve.clear_capture()

@@ -39,6 +39,11 @@ def store_for(info: devices.DeviceInfo) -> TuningStore:
     return st
 
 
+def clear_stores() -> None:
+    """Forget the tables read so far: the next lookup reads them from disk again."""
+    _stores.clear()
+
+
 def _key(op, info, dtype, shape_class, backend=ANY_BACKEND) -> ProblemKey:
     return from_shape_class(op, backend, info.arch, info.cu_count, info.product, dtype,
                             shape_class)
@@ -66,6 +71,11 @@ def _capturing() -> bool:
     return os.environ.get("XVENDOR_TUNE") == "capture"
 
 
+def clear_capture() -> None:
+    """Forget the problem keys captured so far (a new capture starts empty)."""
+    _captured.clear()
+
+
 def capture_file() -> Path:
     return Path(os.environ.get("XVENDOR_TUNE_CAPTURE")
                 or tuning_dir() / f"captured-{os.getpid()}.json")
@@ -85,7 +95,7 @@ def write_capture() -> Path | None:
 def hook():
     """The registry's hook factory: ``lookup`` when there is something to serve or capture,
     else None. Runs again after every ``registry.reset()``: the stores are re-read."""
-    _stores.clear()
+    clear_stores()
     if _capturing():
         if not _atexit_registered:
             atexit.register(write_capture)

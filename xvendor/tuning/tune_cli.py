@@ -4,15 +4,16 @@
     xvendor tune --from ~/.cache/xvendor/tuning/captured-1234.json [--budget S] [--top-k K]
     xvendor tune --shape gemm:4096x4096x4096 --shape grouped_mm:8192x2048x7168:64
 
-Every backend whose module exposes ``TUNABLE`` and that can serve the device (explicit
+Every backend whose record names a ``tunable`` and that can serve the device (explicit
 request rules) is tuned (NOTE [tuning loop] in ``tuner``); the table shows each config's
-prediction, measurement, and speedup over the backend's default and over ATen.
+prediction, measurement, and speedup over the backend's default and over ATen. A problem
+that cannot be tuned (no input generator for it, a backend that raises) is reported with
+its reason and skipped; the others are still tuned.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 import torch
@@ -41,30 +42,49 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _even_split(total: int, groups: int, device) -> torch.Tensor:
+    """int32 cumulative ends of ``groups`` near-equal groups over ``total``."""
+    sizes = [total // groups + (1 if i < total % groups else 0) for i in range(groups)]
+    return torch.tensor(sizes).cumsum(0).to(torch.int32).to(device)
+
+
 def make_args(key: ProblemKey, device, gen: torch.Generator) -> tuple:
-    """Inputs with the key's shape (M at its bucket), dtype and operand layouts."""
+    """Inputs with the key's shape (M at its bucket), dtype, operand layouts and form.
+
+    The four grouped forms as the ops define them (``xvendor.shapes``): 2Dx3D splits M
+    rows over the groups, 3Dx2D splits N columns, 2Dx2D splits K (the weight gradient),
+    3Dx3D is batched. The result's problem key is ``key`` (tested).
+    """
     dt = getattr(torch, key.dtype)
     out_dtype = None if key.out_dtype == key.dtype else getattr(torch, key.out_dtype)
 
-    def mat(rows, cols, layout):
-        t = torch.randn(*((rows, cols) if layout == "N" else (cols, rows)), generator=gen)
-        t = t if layout == "N" else t.t()
+    def mat(*shape, layout="N"):
+        """(..., rows, cols) with the last dim contiguous ("N") or the one before ("T")."""
+        if layout == "N":
+            t = torch.randn(*shape, generator=gen)
+        else:
+            t = torch.randn(*shape[:-2], shape[-1], shape[-2], generator=gen).transpose(-2, -1)
         return t.to(device=device, dtype=dt)
 
     if key.op == "gemm":
         la, lb = key.layout
-        return (mat(key.m, key.k, la), mat(key.k, key.n, lb), None, out_dtype)
-    form, lay = key.layout.split(":")
+        return (mat(key.m, key.k, layout=la), mat(key.k, key.n, layout=lb), None, out_dtype)
+    if key.op != "grouped_mm":
+        raise ValueError(f"no input generator for op {key.op!r}")
+    form, _, (la, lb) = key.layout.partition(":")
     g, m, n, k = max(1, key.groups), key.m, key.n, key.k
-    sizes = [m // g + (1 if i < m % g else 0) for i in range(g)]
-    offs = torch.tensor(sizes).cumsum(0).to(torch.int32).to(device)
     if form == "2Dx3D":
-        w = torch.stack([mat(k, n, lay[1]) for _ in range(g)])
-        return (mat(m, k, lay[0]), w, offs, None, out_dtype)
+        return (mat(m, k, layout=la), mat(g, k, n, layout=lb), _even_split(m, g, device),
+                None, out_dtype)
+    if form == "3Dx2D":
+        return (mat(g, m, k, layout=la), mat(k, n, layout=lb), _even_split(n, g, device),
+                None, out_dtype)
+    if form == "2Dx2D":
+        return (mat(m, k, layout=la), mat(k, n, layout=lb), _even_split(k, g, device),
+                None, out_dtype)
     if form == "3Dx3D":
-        return (torch.stack([mat(m // g or 1, k, lay[0]) for _ in range(g)]),
-                torch.stack([mat(k, n, lay[1]) for _ in range(g)]), None, None, out_dtype)
-    raise ValueError(f"xvendor tune: layout {form} is not generated here yet (2Dx3D, 3Dx3D)")
+        return (mat(g, m, k, layout=la), mat(g, k, n, layout=lb), None, None, out_dtype)
+    raise ValueError(f"unknown grouped_mm form {form!r} (forms: 2Dx3D, 3Dx2D, 2Dx2D, 3Dx3D)")
 
 
 def parse_shape(text: str, info, dtype: str) -> ProblemKey:
@@ -88,18 +108,14 @@ def parse_shape(text: str, info, dtype: str) -> ProblemKey:
 
 
 def tunable_backends(op: str, info, dtype, only=None) -> dict:
+    """name -> tunable object, for the backends that declare one and can serve ``info``."""
     found = {}
     for name, b in registry.backends().items():
-        if only and name not in only:
+        if (only and name not in only) or not b.tunable:
             continue
         if b.why_not(op, info, dtype, explicit=True):
             continue
-        try:
-            mod = importlib.import_module(b.module)
-        except Exception:
-            continue
-        if hasattr(mod, "TUNABLE"):
-            found[name] = mod
+        found[name] = registry.tunable(name)
     return found
 
 
@@ -116,22 +132,35 @@ def main(args) -> int:
         return 2
     store = serve.store_for(info)
     gen = torch.Generator().manual_seed(0)
-    status = 1
+    tuned = skipped = 0
     for key in keys:
-        dtype = getattr(torch, key.dtype)
-        backends = tunable_backends(key.op, info, dtype, args.backend)
-        if not backends:
-            console.print(f"[yellow]{key.op} {key.layout} {key.m}x{key.n}x{key.k}: no tunable "
-                          f"backend can run on {device} ({info.arch})[/]")
+        what = f"{key.op} {key.layout} {key.m}x{key.n}x{key.k} G~{key.groups}"
+        try:
+            dtype = getattr(torch, key.dtype)
+            backends = tunable_backends(key.op, info, dtype, args.backend)
+            if not backends:
+                raise ValueError(f"no tunable backend can run on {device} ({info.arch})")
+            argsets = [make_args(key, device, gen) for _ in range(3)]
+        except Exception as e:  # one problem that cannot be tuned never stops the run
+            console.print(f"[yellow]{what}: skipped: {type(e).__name__}: {e}[/]")
+            skipped += 1
             continue
-        argsets = [make_args(key, device, gen) for _ in range(3)]
-        for name, mod in backends.items():
-            with console.status(f"tuning {name} for {key.op} {key.m}x{key.n}x{key.k}"):
-                res = tuner.tune(key.op, name, mod.TUNABLE, info, key, argsets, store,
-                                 top_k=args.top_k, budget_s=args.budget,
-                                 default_name=getattr(mod.TUNABLE, "default_name", None))
+        for name, tunable in backends.items():
+            try:
+                with console.status(f"tuning {name} for {what}"):
+                    res = tuner.tune(key.op, name, tunable, info, key, argsets, store,
+                                     top_k=args.top_k, budget_s=args.budget,
+                                     default_name=getattr(tunable, "default_name", None))
+            except Exception as e:
+                console.print(f"[yellow]{what} on {name}: skipped: {type(e).__name__}: {e}[/]")
+                skipped += 1
+                continue
             _print(console, name, res)
-            status = 0 if res.winner is not None else status
+            tuned += res.winner is not None
+    status = 0 if tuned else 1
+    if keys:
+        console.print(f"xvendor tune: {tuned} winner(s) stored, {skipped} skipped, "
+                      f"{len(keys)} problem(s)")
     if args.export_flydsl:
         from .flydsl_export import export_store
         paths = export_store(store, args.export_flydsl)
