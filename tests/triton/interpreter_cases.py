@@ -17,6 +17,11 @@ Under the interpreter the backend upcasts bf16 tiles to fp32 inside the kernel b
 epilogue and the bf16 rounding of the output, but not the bf16 matrix instruction itself;
 that is checked by cross-compilation (the bf16 MFMA/WMMA/wgmma is present) and on hardware
 (l2). ``bf16_dot_is_broken`` records whether the upstream bug is still there.
+
+Served configs (``config_cases``): the dispatch layer hands a tuned config to the kernel as
+``config=`` (a ``Config.to_dict()``). These cases pass a config other than the
+interpreter's and record the config and grid the launch builder really got, plus the
+normwise error against the fp64 oracle of ``xvendor.numerics``.
 """
 
 from __future__ import annotations
@@ -99,6 +104,46 @@ def _compare(out, ref, out_dtype, k):
             "dtype": str(out.dtype)}
 
 
+# A gfx950 candidate, not the interpreter's 32x32x32: its 64-wide tiles change the grid.
+SERVED = {"block_m": 64, "block_n": 64, "block_k": 64, "group_m": 4, "num_warps": 4,
+          "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 1}
+
+
+def config_cases():
+    """(name, op, how it is called, args): each call is served ``SERVED``."""
+    gemm_args = (_r(67, 45), _r(45, 130), _r(130), None)  # grid 2x3 with SERVED, 3x5 without
+    return [
+        ("served_gemm_kernel", "gemm", "kernel", gemm_args),
+        ("served_gemm_bf16_out_f32_kernel", "gemm", "kernel",
+         (_r(70, 40, dtype=BF16), _r(40, 66, dtype=BF16), _r(66, dtype=BF16), F32)),
+        ("served_gemm_dispatch", "gemm", "dispatch", gemm_args),
+        ("served_gemm_tunable", "gemm", "tunable", gemm_args),
+        ("served_g2x3_f16_kernel", "grouped_mm", "kernel",
+         (_r(99, 40, dtype=F16), _r(4, 40, 37, dtype=F16), _offs(0, 35, 35, 83),
+          _r(4, 37, dtype=F16), None)),
+    ]
+
+
+def _run_served(op, how, args):
+    """One call served ``SERVED``: straight to the kernel, through dispatch, or the tuner's run."""
+    import xvendor
+    from xvendor import registry
+    from xvendor.triton import backend
+
+    if how == "kernel":
+        return backend.KERNELS[op](*args, config=dict(SERVED))
+    if how == "tunable":
+        return registry.tunable("triton").run(op, dict(SERVED), args)
+
+    def lookup(op_, info, dtype, shape_class, name):  # the registry's tuned-winner lookup
+        return ("triton", dict(SERVED)) if name in ("triton", "*") else None
+    registry.set_tuned_lookup(lookup)
+    try:
+        return getattr(xvendor, op)(*args, backend="triton")
+    finally:
+        registry.reset(configuration=True)
+
+
 def bf16_dot_is_broken() -> bool:
     """Whether the interpreter's plain bf16 tl.dot is still wrong (triton#11584)."""
     import triton
@@ -119,18 +164,22 @@ def bf16_dot_is_broken() -> bool:
 
 def main() -> None:
     import xvendor
-    from xvendor.triton import backend
+    from xvendor import numerics
+    from xvendor.triton import backend, configs, launch
 
     assert backend.interpreting(), "start with TRITON_INTERPRET=1"
     backend.POISON_OUTPUTS = True
-    launches = {"n": 0}
-    for name in ("gemm_launch", "grouped_mm_launch"):  # count real kernel launches
-        orig = getattr(backend, name)
+    launches = {"n": 0, "seen": []}
+    for name in ("gemm_launch", "grouped_mm_launch"):  # count real launches, see their config
+        orig = getattr(launch, name)
 
         def counted(*args, _orig=orig, **kwargs):
             launches["n"] += 1
-            return _orig(*args, **kwargs)
-        setattr(backend, name, counted)
+            kernel, grid, largs, lkwargs = _orig(*args, **kwargs)
+            cfg = next(x for x in args if isinstance(x, configs.Config))
+            launches["seen"].append({"config": cfg.to_dict(), "grid": list(grid)})
+            return kernel, grid, largs, lkwargs
+        setattr(launch, name, counted)
     results = {}
     for name, a, b, bias, out_dtype in gemm_cases():
         launches["n"] = 0
@@ -153,7 +202,18 @@ def main() -> None:
             rec["tail_max_abs"] = float(out[:, int(offs[-1]):].double().abs().max())
         dec = xvendor.explain("grouped_mm", a, b, offs, bias, out_dtype, backend="triton")
         results[name] = dict(rec, backend=dec.backend, launches=launches["n"])
-    print(json.dumps({"results": results, "bf16_dot_is_broken": bf16_dot_is_broken(),
+    served = {}
+    for name, op, how, args in config_cases():
+        launches.update(n=0, seen=[])
+        out = _run_served(op, how, args)
+        ref = numerics.gemm(*args[:3]) if op == "gemm" else numerics.grouped_mm(*args[:4])
+        out_dtype = args[-1] or args[0].dtype
+        served[name] = {"launches": launches["n"], "seen": launches["seen"],
+                        "rel_error": numerics.rel_error(out, ref),
+                        "tolerance": numerics.TOLERANCE[out_dtype],
+                        "nans": int(torch.isnan(out).sum()), "dtype": str(out.dtype)}
+    print(json.dumps({"results": results, "served": served,
+                      "bf16_dot_is_broken": bf16_dot_is_broken(),
                       "interpret_env": os.environ.get("TRITON_INTERPRET")}))
 
 

@@ -2,7 +2,8 @@
 
 Skipped with a reason where no device is present (CI runners, this machine). Uses the
 interpreter suite's shapes and tolerances (``interpreter_cases.py``), on the device, with
-the arch's default config; outputs NaN-poisoned before the kernels write them.
+the arch's default config (and once with a given non-default one, as a tuned config is
+served); outputs NaN-poisoned before the kernels write them.
 """
 
 import importlib.util
@@ -32,11 +33,9 @@ def _dev(t):
 
 
 @pytest.fixture
-def poisoned():
+def poisoned(monkeypatch):
     from xvendor.triton import backend
-    backend.POISON_OUTPUTS = True
-    yield
-    backend.POISON_OUTPUTS = False
+    monkeypatch.setattr(backend, "POISON_OUTPUTS", True)
 
 
 def _check(out, ref, out_dtype, k):
@@ -77,3 +76,29 @@ def test_moe_sized_grouped_mm_on_device(poisoned):
     out = xvendor.grouped_mm(a, w, offs, backend="triton")
     ref = xvendor.grouped_mm(a.double(), w.double(), offs, backend="aten")
     _check(out, ref, torch.bfloat16, 512)
+
+
+@needs_gpu
+def test_gemm_serves_the_given_config_on_device(poisoned, monkeypatch):
+    # A tuned config (Config.to_dict(), as the dispatch layer passes it) is what launches.
+    from xvendor import devices, numerics
+    from xvendor.triton import backend, configs, launch
+    info = devices.detect(torch.device("cuda"))
+    arch = info.arch if info.arch in configs.SPACES else ("sm_90" if info.vendor == "nvidia"
+                                                          else "gfx942")
+    default = configs.default(info.arch, "gemm", info.vendor)
+    cfg = next(c for c in configs.SPACES[arch]["gemm"] if c != default)
+    seen = []
+    orig = launch.gemm_launch
+
+    def spy(*args, **kwargs):
+        built = orig(*args, **kwargs)
+        seen.append((args[4], built[1]))
+        return built
+    monkeypatch.setattr(launch, "gemm_launch", spy)
+    a = torch.randn(1000, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(512, 700, device="cuda", dtype=torch.bfloat16)
+    out = backend.gemm(a, b, config=cfg.to_dict())
+    assert seen == [(cfg, (-(-1000 // cfg.block_m) * -(-700 // cfg.block_n),))]
+    err = numerics.rel_error(out, numerics.gemm(a, b))
+    assert err <= numerics.TOLERANCE[torch.bfloat16], err

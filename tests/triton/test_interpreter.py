@@ -5,6 +5,9 @@ the interpreter is chosen when the kernels are imported, and setting it in this 
 would leak into every other test. Each case is compared with an fp64 reference; outputs
 are NaN-poisoned before the kernel writes them. bf16: see NOTE [bf16 in the interpreter]
 in ``interpreter_cases.py`` (tiles are upcast to fp32 before tl.dot under the interpreter).
+The served-config cases call the kernel with ``config=`` directly, through dispatch with a
+tuned-winner lookup, and through the tunable's ``run``: the config handed over must be
+the one launched.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 import importlib.util
 
 import pytest
+
+from xvendor.triton import configs
 
 pytestmark = pytest.mark.l1
 
@@ -59,6 +64,30 @@ def test_gemm(run, name):
 @pytest.mark.parametrize("name", GROUPED)
 def test_grouped_mm(run, name):
     _check(run["results"][name])
+
+
+@pytest.mark.parametrize("name", [c[0] for c in cases.config_cases()])
+def test_served_config_is_the_one_launched(run, name):
+    _, op, how, args = next(c for c in cases.config_cases() if c[0] == name)
+    rec = run["served"][name]
+    assert rec["launches"] == 1, rec
+    seen = rec["seen"][0]
+    assert seen["config"] == cases.SERVED, f"{how}: the kernel ran {seen['config']}"
+    if op == "gemm":  # one program per SERVED tile: the interpreter's 32x32 would differ
+        (m, _), n = args[0].shape, args[1].shape[1]
+        bm, bn = cases.SERVED["block_m"], cases.SERVED["block_n"]
+        assert seen["grid"] == [-(-m // bm) * -(-n // bn)], seen
+        im, in_ = configs.INTERPRETER.block_m, configs.INTERPRETER.block_n
+        assert seen["grid"] != [-(-m // im) * -(-n // in_)]
+    assert rec["nans"] == 0, "some output elements were never written (NaN poison left)"
+    assert rec["rel_error"] <= rec["tolerance"], rec
+
+
+def test_served_config_is_a_real_non_default_candidate():
+    served = configs.Config(**cases.SERVED)
+    assert served in configs.SPACES["gfx950"]["gemm"]
+    assert served not in (configs.INTERPRETER, configs.DEFAULTS["gfx950"]["gemm"])
+    assert {c[2] for c in cases.config_cases()} == {"kernel", "dispatch", "tunable"}
 
 
 def test_cases_cover_every_layout_and_dtype():

@@ -2,8 +2,13 @@
 
 - ``kernels``: the ``@triton.jit`` templates (math and code paths in its docstring);
 - ``configs``: per-arch config spaces and defaults, as data;
+- ``launch``: a call's config, grid, arguments and options (the backend and the
+  cross-compiler build launches with it);
 - ``backend``: the ``triton`` backend module (``KERNELS``, ``probe``) the registry loads;
-- ``crosscompile``: compile one template x config for a GPU target without a GPU.
+- ``crosscompile``: compile one template x config for a GPU target without a GPU;
+- ``tunable``: the backend as ``xvendor.tuning`` tunes it (``TUNABLE``).
 
-Nothing here imports ``triton`` at package import: the registry probes it lazily.
+Layering: ``tunable`` is the only module here that imports ``xvendor.tuning``; none of
+them imports ``xvendor.registry`` or ``xvendor.ops``. Nothing here imports ``triton`` at
+package import: the registry probes it lazily.
 """

@@ -5,15 +5,15 @@ the kernel is specialized exactly as a real launch would specialize it: on AMD, 
 under 2 GB get ``tt.pointer_range=32`` (buffer loads; spills changed 6 -> 132 in one
 config without it), 16-divisible ints and pointers get ``tt.divisibility=16``, and ints
 equal to 1 become constants. So this module builds the launch with the backend's own
-``*_launch`` functions on ``meta`` tensors (shapes and strides, no data; their
-``data_ptr()`` is 0, i.e. aligned like a real allocation) and feeds those arguments to
-the same binder ``JITFunction.run`` uses, with the target's backend.
+builders (``xvendor.triton.launch``) on ``meta`` tensors (shapes and strides, no data;
+their ``data_ptr()`` is 0, i.e. aligned like a real allocation) and feeds those arguments
+to the same binder ``JITFunction.run`` uses, with the target's backend.
 
 ``PROBLEMS`` are the representative shapes the sweep compiles: a bf16 nn.Linear-style
 addmm for ``gemm`` and the MoE forward (2Dx3D) for ``grouped_mm``; the other grouped
 layouts are variants (``grouped_mm:3Dx2D`` ...) compiled with the default configs.
 
-Run in a worker process (``xvendor.tuning.worker``): LLVM errors abort the process.
+Run in a worker process (``xvendor.tuning.workers``): LLVM errors abort the process.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from . import backend, configs
+from . import configs, launch
 
 PROBLEMS = {
     "gemm": "bf16 addmm: a (8192, 4096) @ b (4096, 8192) + bias (8192,), row-major",
@@ -62,25 +62,29 @@ def launch_for(template: str, cfg: configs.Config, triton_backend: str):
     base, _, layout = template.partition(":")
     if base == "gemm" and not layout:
         a, b, bias, out = _meta(8192, 4096), _meta(4096, 8192), _meta(8192), _meta(8192, 8192)
-        kernel, _, args, kwargs = backend.gemm_launch(a, b, bias, out, cfg, triton_backend)
+        kernel, _, args, kwargs = launch.gemm_launch(a, b, bias, out, cfg, triton_backend)
     elif base == "grouped_mm":
         a, b, offs, bias = _grouped_operands(layout or "2Dx3D")
-        out = _meta(*backend.grouped_out_shape(a, b, offs))
-        kernel, _, args, kwargs = backend.grouped_mm_launch(a, b, offs, bias, out, cfg,
-                                                            triton_backend, programs=256)
+        out = _meta(*launch.grouped_out_shape(a, b, offs))
+        kernel, _, args, kwargs = launch.grouped_mm_launch(a, b, offs, bias, out, cfg,
+                                                           triton_backend, programs=256)
     else:
         raise KeyError(f"unknown Triton template {template!r}; templates: {sorted(PROBLEMS)}")
     return kernel, args, kwargs
 
 
 def source_hash(template: str) -> str:
-    """Hash of the template's source (its jit dependencies included) and this module's."""
+    """Hash of the template's source (its jit dependencies included), this module's and the
+    launch builders' (they decide the specialization: NOTE [runtime specialization])."""
     from . import kernels
     fn = {"gemm": kernels.gemm_kernel,
           "grouped_mm": kernels.grouped_mm_kernel}[configs.base_template(template)]
-    with open(__file__, "rb") as f:
-        own = f.read()
-    return hashlib.sha256(fn.cache_key.encode() + own + str(SCHEMA).encode()).hexdigest()[:16]
+    h = hashlib.sha256(fn.cache_key.encode())
+    for path in (__file__, launch.__file__):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    h.update(str(SCHEMA).encode())
+    return h.hexdigest()[:16]
 
 
 def _ast_source(kernel, target_backend, args, kwargs):
