@@ -136,11 +136,10 @@ def main(args) -> int:
     for key in keys:
         what = f"{key.op} {key.layout} {key.m}x{key.n}x{key.k} G~{key.groups}"
         try:
-            dtype = getattr(torch, key.dtype)
-            backends = tunable_backends(key.op, info, dtype, args.backend)
+            argsets = [make_args(key, device, gen) for _ in range(3)]
+            backends = tunable_backends(key.op, info, getattr(torch, key.dtype), args.backend)
             if not backends:
                 raise ValueError(f"no tunable backend can run on {device} ({info.arch})")
-            argsets = [make_args(key, device, gen) for _ in range(3)]
         except Exception as e:  # one problem that cannot be tuned never stops the run
             console.print(f"[yellow]{what}: skipped: {type(e).__name__}: {e}[/]")
             skipped += 1
