@@ -13,7 +13,8 @@
 // (n = tx + j*WN): neighbouring work-items touch neighbouring columns, which is what both
 // the CPU device's vectorizer (work-items along dimension 2 become SIMD lanes) and a GPU
 // sub-group want; A values are uniform across a row of work-items (a broadcast).
-// The work-group shape matters ~18x on the CPU device (TOOLCHAINS.md); WN = 16 matches
+// The work-group shape matters ~18x on the CPU device (8x8 -> 16x16 work-groups, 1024^3
+// fp32, measured on a 2-core machine); WN = 16 matches
 // AVX-512 and PVC's sub-group of 16. Swept on the OpenCL CPU device (2-core AVX-512,
 // 1024^3 fp32, on a shared machine): RM x RN = 4x4 with BK = 64 was the best of 4..7 x 4
 // and BK 16..64; the inner loop compiles to 16 zmm FMAs per 4 broadcasts + 4 vector loads

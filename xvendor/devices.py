@@ -6,8 +6,8 @@ vendor (``amd`` / ``nvidia`` / ``intel`` / ``cpu``), exact arch (``gfx950``, ``g
 the detected arch for dry runs (``XVENDOR_ARCH=gfx950 xvendor check`` on a laptop).
 
 The arch table (``ARCHS``) is data: LDS/shared bytes, wave size, register budget, CUs,
-peak dense TFLOPS per dtype and memory bandwidth, from public specs (see
-``shared/TOOLCHAINS.md``). Tuned configs key on the exact arch plus CU count, never the
+peak dense TFLOPS per dtype and memory bandwidth, from public specs (vendor
+datasheets and launch material). Tuned configs key on the exact arch plus CU count, never the
 family: gfx1250 and gfx1251 differ up to 4x in matrix-instruction latency.
 
 An arch missing from the table gets a generic entry and one warning, never a crash.
@@ -52,7 +52,7 @@ def _spec(name, vendor, product, lds_kib, wave, regs, cus, peaks, bw, mma):
     return ArchSpec(name, vendor, product, lds_kib * 1024, wave, regs, cus, peaks, bw, mma)
 
 
-# NOTE [arch table]: figures from vendor datasheets as collected in shared/TOOLCHAINS.md.
+# NOTE [arch table]: figures from vendor datasheets and launch material (public specs).
 # gfx1250's bf16 peak is not published (~10 PF if 2:1 from FP8): left at the FP8 half and
 # marked with the guess in `product`. CU counts of 0 mean "not published".
 ARCHS: dict[str, ArchSpec] = {

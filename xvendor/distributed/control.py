@@ -27,7 +27,6 @@ import datetime
 import json
 import os
 import threading
-import time
 from dataclasses import dataclass
 
 import torch.distributed as dist
@@ -199,7 +198,3 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
-
-
-def sleep_slice(t: Timing) -> None:
-    time.sleep(t.slice_s)

@@ -14,4 +14,4 @@ from .grouped_mm import grouped_mm
 from .rms_norm import rms_norm
 from .topk import topk
 
-__all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", *SPECS]
+__all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", "gemm", "grouped_mm", "rms_norm", "topk"]

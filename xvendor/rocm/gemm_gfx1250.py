@@ -18,7 +18,7 @@ Same math, templates and group mapping as ``xvendor.rocm.gemm_gfx950`` (see ther
 
 NOTE [unverified numerics]: compiled to real gfx1250 code objects on a CPU; never run.
 Numerics are unverified until they run on a gfx1250 device; the dispatch layer's
-correctness gate checks each kernel there on first use (``xvendor.registry``).
+correctness gate checks each kernel there on first use (``xvendor.gate``).
 """
 
 from .tiling import operand_views

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,9 +171,3 @@ def _finish(rec: dict, tc: Toolchain, template, arch, cfg, cached: bool) -> dict
     return {"toolchain": tc.name, "template": template, "target": arch,
             "config_name": cfg.name, "config": cfg.to_dict(),
             "default": cfg == tc.default(arch, template), "cached": cached, **rec}
-
-
-def timed_sweep(*args, **kwargs) -> tuple[list[dict], float]:
-    t0 = time.perf_counter()
-    records = sweep(*args, **kwargs)
-    return records, time.perf_counter() - t0
