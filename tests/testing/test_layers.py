@@ -1,0 +1,37 @@
+"""The package's layering, read from the source: no import circle, no upward import, and
+no backend reaching into the engine, the ops or tuning (NOTE in xvendor/testing/layers.py).
+
+Also proves the checker can fail: a synthetic graph with the old circle
+registry -> tuning.serve -> tuning.problem -> ops -> registry is reported.
+"""
+
+import pytest
+
+from xvendor.testing import layers
+
+pytestmark = pytest.mark.l0
+
+
+def test_the_package_has_no_import_cycle_and_no_breach():
+    edges = layers.graph()
+    assert "xvendor.registry" in edges and "xvendor.shapes" in edges["xvendor.ops.gemm"]
+    assert layers.cycles(edges) == []
+    assert layers.breaches(edges) == []
+
+
+def test_the_engine_imports_no_op_backend_or_tuning_module():
+    edges = layers.graph()
+    for mod in ("xvendor.registry", "xvendor.gate"):
+        assert {layers.layer(d) for d in edges[mod]} <= {1, 2}, edges[mod]
+
+
+def test_the_checker_reports_the_old_circle_and_an_upward_import():
+    old = {"xvendor.registry": {"xvendor.tuning.serve"},
+           "xvendor.tuning.serve": {"xvendor.tuning.problem"},
+           "xvendor.tuning.problem": {"xvendor.ops._common"},
+           "xvendor.ops._common": {"xvendor.registry"},
+           "xvendor.xpu.backend": {"xvendor.tuning.serve"}}
+    assert layers.cycles(old) == [sorted(m for m in old if m != "xvendor.xpu.backend")]
+    bad = layers.breaches(old)
+    assert any("xvendor.registry (layer 2) imports xvendor.tuning.serve" in b for b in bad)
+    assert any("xvendor.xpu.backend" in b and "upward" in b for b in bad)

@@ -1,0 +1,188 @@
+"""The package's import graph, read from the source (no import runs), and its layer rules.
+
+    python -m xvendor.testing.layers            # the graph between layers, and any breach
+
+Every ``import`` statement counts, also one inside a function (a lazy import is still a
+dependency: the circle registry -> tuning -> ops -> registry was one). The layers, lowest
+first; a module may import from its own layer and the ones below it, except that backends
+never reach up into the engine, the ops or tuning (they receive what they need in the
+call):
+
+1. ``devices``, ``shapes``, ``numerics``           facts and math, no other xvendor import
+2. ``registry``, ``gate``                          the engine
+3. ``ops``                                         the op descriptions, one dispatch path
+4. ``reference``, ``triton``, ``rocm``, ``xpu``   the backends (layer 1 only)
+5. ``tuning``, ``distributed``, ``ci``, ``testing``, ``explain``, ``selfcheck``, ``events``,
+   ``mempool``, ``weight_channel``, ``triton.tunable`` (the tuner's view of a backend),
+   ``xpu.check`` (the SYCL section of ``xvendor check``)
+6. ``cli``, the package ``__init__``
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the xvendor package
+PACKAGE = "xvendor"
+
+_LAYER_OF = {  # longest matching prefix wins
+    "xvendor.devices": 1, "xvendor.shapes": 1, "xvendor.numerics": 1,
+    "xvendor.registry": 2, "xvendor.gate": 2,
+    "xvendor.ops": 3,
+    "xvendor.reference": 4, "xvendor.triton": 4, "xvendor.rocm": 4, "xvendor.xpu": 4,
+    "xvendor.triton.tunable": 5, "xvendor.xpu.check": 5, "xvendor.tuning": 5, "xvendor.distributed": 5,
+    "xvendor.ci": 5, "xvendor.testing": 5, "xvendor.explain": 5, "xvendor.selfcheck": 5,
+    "xvendor.events": 5, "xvendor.mempool": 5, "xvendor.weight_channel": 5,
+    "xvendor.cli": 6, "xvendor": 6,
+}
+BACKENDS = 4
+LAYER_NAMES = {1: "facts", 2: "engine", 3: "ops", 4: "backends", 5: "features", 6: "top"}
+
+
+def layer(module: str) -> int:
+    best = max((p for p in _LAYER_OF if module == p or module.startswith(p + ".")), key=len)
+    return _LAYER_OF[best]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(current: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = current.split(".")
+    base = base if is_pkg else base[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the xvendor modules it imports (submodules named in ``from x import y``
+    count as imports of ``x.y`` when ``x.y`` is a module)."""
+    mods = modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(mod, is_pkg, node)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                           for a in node.names]
+            for t in targets:
+                while t and t not in mods:  # "xvendor.ops.gemm.check" -> "xvendor.ops.gemm"
+                    t = t.rpartition(".")[0]
+                if t.startswith(PACKAGE) and t != mod and t in mods:
+                    edges[mod].add(t)
+    return edges
+
+
+def _is_ancestor(pkg: str, mod: str) -> bool:
+    return mod.startswith(pkg + ".")
+
+
+def breaches(edges: dict[str, set[str]] | None = None) -> list[str]:
+    """Imports that break the layer rules, as readable lines (empty: none)."""
+    edges = edges if edges is not None else graph()
+    found = []
+    for mod, deps in sorted(edges.items()):
+        lm = layer(mod)
+        for dep in sorted(deps):
+            if _is_ancestor(dep, mod):  # importing one's own package __init__
+                continue
+            ld = layer(dep)
+            if ld > lm:
+                found.append(f"{mod} (layer {lm}) imports {dep} (layer {ld}): an upward import")
+            elif lm == BACKENDS and ld in (2, 3):
+                found.append(f"{mod} (a backend) imports {dep}: backends receive their "
+                             "config in the call, never call into the engine or the ops")
+    return found
+
+
+def cycles(edges: dict[str, set[str]] | None = None) -> list[list[str]]:
+    """Import circles between modules (package ``__init__`` edges to children excluded)."""
+    edges = edges if edges is not None else graph()
+    pruned = {m: {d for d in ds if not _is_ancestor(m, d) and not _is_ancestor(d, m)}
+              for m, ds in edges.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in pruned.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(pruned):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer_graph(edges: dict[str, set[str]] | None = None) -> dict[tuple[str, str], int]:
+    """(from group, to group) -> number of imports, grouped by top-level name."""
+    edges = edges if edges is not None else graph()
+    counts: dict[tuple[str, str], int] = {}
+
+    def group(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+
+    for mod, deps in edges.items():
+        for dep in deps:
+            a, b = group(mod), group(dep)
+            if a != b and b != PACKAGE:
+                counts[(a, b)] = counts.get((a, b), 0) + 1
+    return counts
+
+
+def main() -> int:
+    edges = graph()
+    by_layer: dict[int, list[str]] = {}
+    for (a, b), _ in sorted(layer_graph(edges).items()):
+        by_layer.setdefault(layer(a), []).append(f"{a} -> {b}")
+    for lvl in sorted(by_layer):
+        print(f"layer {lvl} ({LAYER_NAMES[lvl]}):")
+        for line in by_layer[lvl]:
+            print(f"  {line}")
+    bad, circles = breaches(edges), cycles(edges)
+    for line in bad:
+        print(f"BREACH {line}")
+    for c in circles:
+        print(f"CYCLE {' <-> '.join(c)}")
+    print(f"{len(edges)} modules, {sum(map(len, edges.values()))} imports, "
+          f"{len(bad)} breaches, {len(circles)} cycles")
+    return 1 if bad or circles else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
