@@ -314,7 +314,14 @@ class _State:
 
 
 _state = _State()
-_decisions: dict[tuple, Decision] = {}  # the hot path's one lookup
+_decisions: dict[tuple, Decision] = {}  # (op, device, dtype, shape class, requested)
+_fast_decisions: dict[str, dict] = {}  # op -> (device, dtype, requested) -> Decision
+
+
+def _forget_decisions() -> None:
+    _decisions.clear()
+    for per_op in _fast_decisions.values():
+        per_op.clear()
 _gate = Gate(lambda name: _state.backends.get(name), lambda op: _state.kernel(REFERENCE, op),
              load_attr)
 
@@ -328,7 +335,7 @@ def define_op(name: str, shape_class: Callable | None = None) -> None:
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ValueError(f"op name {name!r} must match [a-z][a-z0-9_]*")
     _state.ops[name] = shape_class
-    _decisions.clear()
+    _forget_decisions()
 
 
 def ops() -> tuple[str, ...]:
@@ -349,7 +356,7 @@ def register(backend: Backend, *, replace: bool = False) -> None:
     _state.unavailable.pop(backend.name, None)
     for key in [k for k in _state.kernels if k[0] == backend.name]:
         del _state.kernels[key]
-    _decisions.clear()
+    _forget_decisions()
 
 
 def backends() -> dict[str, Backend]:
@@ -383,7 +390,7 @@ def set_tuned_lookup(hook: str | Callable | None) -> None:
     _state.tuned_hook = hook
     _state.tuned_lookup = None
     _state.tuning_resolved = False
-    _decisions.clear()
+    _forget_decisions()
 
 
 def requested_backend(explicit: str | None = None) -> str | None:
@@ -404,7 +411,7 @@ def reset(*, configuration: bool = False) -> None:
         _state.backends = {b.name: b for b in _BUILTIN}
         _state.tuned_hook = DEFAULT_TUNED_HOOK
     _state.clear()
-    _decisions.clear()
+    _forget_decisions()
     _gate.clear()
     devices.clear_cache()
 
@@ -533,22 +540,32 @@ def decide(op: str, device: torch.device, dtype: torch.dtype, args: tuple = (),
 
 def dispatch(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
              backend: str | None = None):
-    """THE call path of every op: decide (cached), run, fall back on error.
+    """THE call path of every op: decide (cached), run, fall back on error."""
+    return dispatcher(op)(device, dtype, args, backend)
 
-    The hot path is one context-variable read, one tuple and one dictionary lookup; the
-    shape class is computed only while a tuned-winner lookup is installed.
+
+def dispatcher(op: str) -> Callable:
+    """``dispatch`` for one op, as a closure an op module keeps (NOTE [dispatch cost]).
+
+    NOTE [dispatch cost]: the eager budget is ~2 µs per call over the kernel, so the hot
+    path is one context-variable read, one 3-tuple and one lookup in a per-op dictionary;
+    the shape class is computed only while a tuned-winner lookup is installed.
     """
-    requested = backend or _requested.get() or _state.env_backend
-    if _state.tuned_lookup is None:
-        dec = _decisions.get((op, device, dtype, None, requested))
+    fast = _fast_decisions.setdefault(op, {})
+    state, requested_var = _state, _requested
+
+    def run(device, dtype, args, backend=None):
+        requested = backend or requested_var.get() or state.env_backend
+        dec = fast.get((device, dtype, requested)) if state.tuned_lookup is None else None
         if dec is None:
             dec = decide(op, device, dtype, args, requested)
-    else:
-        dec = decide(op, device, dtype, args, requested)
-    try:
-        return dec.kernel(*args)
-    except Exception as e:
-        return _fall_back(dec, args, e)
+            if state.tuned_lookup is None:  # shape-blind decisions: one per 3-tuple
+                fast[(device, dtype, requested)] = dec
+        try:
+            return dec.kernel(*args)
+        except Exception as e:
+            return _fall_back(dec, args, e)
+    return run
 
 
 def _fall_back(dec: Decision, args: tuple, exc: Exception):
@@ -575,7 +592,7 @@ def _fall_back(dec: Decision, args: tuple, exc: Exception):
                       f"{nxt!r}. Error: {err}", stacklevel=4)
     if whole:
         _state.failed[(dec.backend, dec.op, dec.device.key, dec.dtype)] = err
-        _decisions.clear()
+        _forget_decisions()
     following = Decision(dec.op, dec.device, dec.dtype, nxt, "fallback", dec.fallbacks[1:],
                          dict(dec.passed_over, **{dec.backend: err}),
                          shape_class=dec.shape_class)

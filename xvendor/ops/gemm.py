@@ -13,13 +13,15 @@ import torch
 from torch import Tensor
 
 from .. import numerics, shapes
-from ..registry import dispatch
-from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias,
-                      check_float, check_out_dtype, check_same_device, check_tensor, define,
-                      fast_path_open, needs_grad)
+from ..registry import dispatcher
+from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
+                      _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
+                      check_bias, check_float, check_out_dtype, check_same_device,
+                      check_tensor, define, needs_grad)
 
 OP = "gemm"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+dispatch = dispatcher(OP)
 
 
 def check(a, b, bias=None, out_dtype=None) -> None:
@@ -44,7 +46,7 @@ def check(a, b, bias=None, out_dtype=None) -> None:
 def gemm_op(a: Tensor, b: Tensor, bias: Optional[Tensor] = None,
             out_dtype: Optional[torch.dtype] = None, backend: Optional[str] = None) -> Tensor:
     check(a, b, bias, out_dtype)
-    return dispatch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)
+    return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
 
 
 @gemm_op.register_fake
@@ -76,17 +78,18 @@ gemm_op.register_autograd(_backward, setup_context=_setup)
 def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtype | None = None,
          *, backend: str | None = None) -> Tensor:
     """a @ b (+ bias) on the best kernel for the device; see the module docstring."""
-    if type(a) in _PLAIN and type(b) in _PLAIN and not (a.requires_grad or b.requires_grad) \
-            and fast_path_open():
+    if type(a) in _PLAIN and type(b) in _PLAIN and fast_path[0] and not (
+            a.requires_grad or b.requires_grad or _compiling() or _fn_mode()
+            or _dispatch_modes() or _functorch() or _profiling()):  # fast_path_open(), inline
         dev, dt = a.device, a.dtype
         # A positive filter for the common call: it implies every rule of check().
         if bias is None and out_dtype is None and a.ndim == 2 and b.ndim == 2 \
                 and a.shape[1] == b.shape[0] and dt in FAST_DTYPES and b.dtype is dt \
                 and b.device == dev:
-            return dispatch(OP, dev, dt, (a, b, None, None), backend)
+            return dispatch(dev, dt, (a, b, None, None), backend)
         if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
             check(a, b, bias, out_dtype)
-            return dispatch(OP, dev, dt, (a, b, bias, out_dtype), backend)
+            return dispatch(dev, dt, (a, b, bias, out_dtype), backend)
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     return gemm_op(a, b, bias, out_dtype, backend)
 

@@ -23,12 +23,13 @@ import torch
 from torch import Tensor
 
 from .. import numerics, shapes
-from ..registry import dispatch
+from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_out_dtype, check_same_device, check_tensor, define, fast_path_open,
                       needs_grad)
 
 OP = "grouped_mm"
+dispatch = dispatcher(OP)
 _RAGGED = {(2, 3): "rows of a", (3, 2): "columns of b", (2, 2): "K (columns of a)"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _layout_sizes = shapes.grouped_sizes
@@ -116,7 +117,7 @@ def grouped_mm_op(a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
                   backend: Optional[str] = None) -> Tensor:
     check(a, b, offs, bias, out_dtype)
     check_offs_values(a, b, offs)
-    return dispatch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
+    return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
 
 
 @grouped_mm_op.register_fake
@@ -182,7 +183,7 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
             and (bias is None or not bias.requires_grad) and type(offs) in _OFFS \
             and type(bias) in _BIAS and fast_path_open():
         check_offs_values(a, b, offs)
-        return dispatch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
+        return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)
 
 

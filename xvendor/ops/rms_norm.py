@@ -15,11 +15,12 @@ import torch
 from torch import Tensor
 
 from .. import numerics
-from ..registry import dispatch
+from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_float, check_same_device,
                       check_tensor, define, fast_path_open, needs_grad)
 
 OP = "rms_norm"
+dispatch = dispatcher(OP)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 
@@ -47,7 +48,7 @@ def check(x, weight=None, eps=None) -> None:
 def rms_norm_op(x: Tensor, weight: Optional[Tensor] = None, eps: Optional[float] = None,
                 backend: Optional[str] = None) -> Tensor:
     check(x, weight, eps)
-    return dispatch(OP, x.device, x.dtype, (x, weight, eps), backend)
+    return dispatch(x.device, x.dtype, (x, weight, eps), backend)
 
 
 @rms_norm_op.register_fake
@@ -90,7 +91,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     check(x, weight, eps)  # our errors, also at trace time
     if type(x) in _PLAIN and type(weight) in _WEIGHT and not x.requires_grad \
             and (weight is None or not weight.requires_grad) and fast_path_open():
-        return dispatch(OP, x.device, x.dtype, (x, weight, eps), backend)
+        return dispatch(x.device, x.dtype, (x, weight, eps), backend)
     return rms_norm_op(x, weight, eps, backend)
 
 

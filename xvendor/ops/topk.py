@@ -12,11 +12,12 @@ import torch
 from torch import Tensor
 
 from .. import numerics
-from ..registry import dispatch
+from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
                       fast_path_open)
 
 OP = "topk"
+dispatch = dispatcher(OP)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -43,7 +44,7 @@ def check(x, k, dim=-1, largest=True, sorted=True) -> None:
 def topk_op(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True,
             backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
     check(x, k, dim, largest, sorted)
-    return dispatch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+    return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
 
 
 @topk_op.register_fake
@@ -74,7 +75,7 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     """The k largest (or smallest) entries of x along dim, with their int64 indices."""
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
     if type(x) in _PLAIN and not x.requires_grad and fast_path_open():
-        return dispatch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+        return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
     return topk_op(x, k, dim, largest, sorted, backend)
 
 

@@ -27,12 +27,13 @@ from .problem import SHAPE_CLASS, ProblemKey, from_shape_class
 from .store import SHIPPED, TuningStore, Winner, tuning_dir
 
 ANY_BACKEND = "*"
-_stores: dict[tuple[str, int], TuningStore] = {}
+_stores: dict[tuple, TuningStore] = {}
 _captured: dict[str, dict] = {}
 
 
 def store_for(info: devices.DeviceInfo) -> TuningStore:
-    key = (info.arch, info.cu_count)
+    """The chip's table; per tuning directory, so a changed ``XVENDOR_TUNING_DIR`` is seen."""
+    key = (info.arch, info.cu_count, tuning_dir())
     st = _stores.get(key)
     if st is None:
         st = _stores[key] = TuningStore(info.arch, info.cu_count)
