@@ -34,10 +34,27 @@ def test_unsorted_gives_the_same_set(gen):
     ((torch.randn(4, 8), 2, 2), r"dim must be an int in \[-2, 1\]"),
     ((torch.randint(0, 9, (4, 8)), 2), r"x must be float32"),
     ((torch.tensor(3.0), 1), r"x must have at least 1 dimension"),
+    ((torch.randn(4, 8), 4, True), r"dim must be an int in \[-2, 1\].*got True"),  # not dim 1
+    ((torch.randn(4, 8), True), r"k must be an int"),
+    ((torch.randn(4, 8), 2, -1, 1), r"largest must be a bool, got 1"),
 ])
 def test_bad_input_names_argument_and_rule(args, match):
     with pytest.raises(xvendor.ArgumentError, match=match):
         xvendor.topk(*args)
+
+
+@pytest.mark.parametrize("backend", ["aten", "sycl", None])
+def test_bool_dim_is_refused_before_any_backend(backend):
+    """Regression: topk(x, 4, True) was taken as dim 1, and the SYCL path raised a raw
+    TypeError from movedim. The op's check refuses it before a backend is chosen, on the
+    fast path and on the dispatcher path. (A direct ``torch.ops.xvendor.topk(x, 4, True)``
+    is parsed by torch's schema binding, which turns the bool into 1 before the op runs:
+    that call form cannot be checked by us.)"""
+    x = torch.randn(4, 8)
+    with pytest.raises(xvendor.ArgumentError, match="dim must be an int"):
+        xvendor.topk(x, 4, True, backend=backend)
+    with pytest.raises(xvendor.ArgumentError, match="dim must be an int"):
+        xvendor.topk(x.requires_grad_(), 4, True, backend=backend)  # the dispatcher path
 
 
 def test_opcheck():

@@ -40,7 +40,8 @@ def check(x, weight=None, eps=None) -> None:
             raise ArgumentError(OP, "weight", f"dtype must be x's ({x.dtype}) or float32, "
                                               f"got {weight.dtype}")
         check_same_device(OP, "x", x, weight=weight)
-    if eps is not None and not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+    if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool)
+                                and math.isfinite(eps) and eps >= 0):
         raise ArgumentError(OP, "eps", f"must be None or a finite number >= 0, got {eps!r}")
 
 
