@@ -95,3 +95,32 @@ def test_env_request_selects_sycl_for_cpu_tensors(gen, launches, monkeypatch):
     out = xvendor.gemm(a, b)
     assert launches("gemm_f32_f32") == 1
     assert oracle.rel_error(out, oracle.gemm(a, b)) <= oracle.TOLERANCE[torch.float32]
+
+
+TILE_KEYS = ("WM", "WN", "RM", "RN", "BK")
+# A tuned config as the dispatch layer hands it over: the tile plus keys the tuner adds.
+CONFIG = {"WM": 8, "WN": 16, "RM": 4, "RN": 4, "BK": 64, "block_m": 32, "block_n": 64,
+          "block_k": 64, "name": "wg8x16_r4x4_k64"}
+
+
+def test_the_caller_hands_over_the_tile(gen, launches):
+    from xvendor.xpu import backend
+    a, b, c = rand(gen, 70, 50), rand(gen, 50, 40), rand(gen, 40)
+    out = backend.gemm(a, b, c, config=CONFIG)
+    assert backend.last_gemm_tile == {k: CONFIG[k] for k in TILE_KEYS}
+    assert oracle.rel_error(out, oracle.gemm(a, b, c)) <= oracle.TOLERANCE[torch.float32]
+    backend.gemm(a, b)
+    assert backend.last_gemm_tile == backend.DEFAULT_TILE  # config=None: the default tile
+    out = backend.TUNABLE.run("gemm", CONFIG, (a, b, c, None))  # the tuner's call
+    assert backend.last_gemm_tile == {k: CONFIG[k] for k in TILE_KEYS}
+    assert oracle.rel_error(out, oracle.gemm(a, b, c)) <= oracle.TOLERANCE[torch.float32]
+    assert launches("gemm_f32_f32") == 3
+
+
+def test_a_config_without_the_tile_keys_is_refused(gen):
+    from xvendor.xpu import backend
+    a, b = rand(gen, 4, 4), rand(gen, 4, 4)
+    with pytest.raises(ValueError, match=r"lacks the tile keys \['BK'\]"):
+        backend.gemm(a, b, config={k: CONFIG[k] for k in TILE_KEYS[:4]})
+    with pytest.raises(TypeError):
+        backend.gemm(a, b, tile=dict(CONFIG))  # the old keyword is gone

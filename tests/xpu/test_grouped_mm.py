@@ -106,3 +106,18 @@ def test_no_groups_at_all_gives_zeros(gen, launches, layout):
     out = xvendor.grouped_mm(a, b, offs, backend="sycl")
     assert launches("gmm_rows") == 1 and out.numel() > 0
     assert torch.equal(out, torch.zeros_like(out))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_caller_hands_over_the_tile(gen, launches, layout):
+    from xvendor.xpu import backend
+    config = {"WM": 8, "WN": 16, "RM": 4, "RN": 4, "BK": 64, "block_m": 32, "block_n": 64,
+              "block_k": 64}  # what the tuner stores: the tile and its block sizes
+    a, b, offs, c = make(layout, [40, 0, 75], 37, 70, 50, torch.float32, gen, bias=True, tail=2)
+    out = backend.grouped_mm(a, b, offs, c, config=config)
+    assert backend.last_gemm_tile == {k: config[k] for k in ("WM", "WN", "RM", "RN", "BK")}
+    assert launches(KERNEL[layout]) == 1
+    ref = oracle.grouped_mm(a, b, offs, c)
+    assert oracle.rel_error(out, ref) <= oracle.TOLERANCE[torch.float32]
+    backend.grouped_mm(a, b, offs, c)
+    assert backend.last_gemm_tile == backend.DEFAULT_TILE

@@ -38,3 +38,17 @@ def test_rms_norm_and_topk(gen):
     assert oracle.rel_error(out, oracle.rms_norm(x, w, 1e-6)) <= oracle.TOLERANCE[torch.float32]
     values, _ = xvendor.topk(x.to("xpu"), 5, backend="sycl")
     assert torch.equal(values.cpu().double(), oracle.topk_values(x, 5))
+
+
+@needs_xpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_vocabulary_rows_with_ties_and_nan(gen, dtype, largest):
+    """The radix select's work-group local histogram and global-memory bitonic sort on a GPU:
+    ties (lowest index first) and NaN (the greatest value) as on the CPU device."""
+    x = torch.randint(-50, 50, (3, 40_000), generator=gen).to(dtype)
+    x[:, ::97] = float("nan")
+    values, indices = xvendor.topk(x.to("xpu"), 1500, largest=largest, backend="sycl")
+    want_v, want_i = torch.sort(x, descending=largest, stable=True)
+    assert torch.equal(indices.cpu(), want_i[:, :1500])
+    assert torch.equal(values.cpu().nan_to_num(), want_v[:, :1500].nan_to_num())

@@ -81,6 +81,103 @@ def test_second_process_hits_the_persistent_cache(sycl_device, tmp_path):
     assert warm["seconds"] < cold["seconds"]
 
 
+def test_program_reads_and_hashes_its_files_once(sycl_device, monkeypatch):
+    """A launch asks program() for its source: after the first call that is a stat per file,
+    no read of the source or the headers and no content hash (NOTE [source snapshots])."""
+    first = runtime.program("topk", sycl_device)
+    calls = {"read": 0, "key": 0}
+    read, key = runtime.Path.read_text, runtime._cache_key
+
+    def counted_read(self, *a, **kw):
+        calls["read"] += 1
+        return read(self, *a, **kw)
+
+    def counted_key(*a, **kw):
+        calls["key"] += 1
+        return key(*a, **kw)
+    monkeypatch.setattr(runtime.Path, "read_text", counted_read)
+    monkeypatch.setattr(runtime, "_cache_key", counted_key)
+    hits = runtime.stats()["memory_hits"]
+    assert all(runtime.program("topk", sycl_device) is first for _ in range(5))
+    assert calls == {"read": 0, "key": 0}
+    assert runtime.stats()["memory_hits"] == hits + 5
+
+
+_FACTOR_SRC = ('#include "factor.h"\n' + SCALE).replace("x[i] *= s;", "x[i] *= s * FACTOR;")
+
+
+def _kernel_folder(path, factor: float, tag: str):
+    """A kernels folder (``gemm.cpp`` marks one) whose scale.cpp includes factor.h."""
+    path.mkdir(exist_ok=True)
+    (path / "gemm.cpp").write_text("// marks the folder for kernels_dir()\n")
+    (path / "scale.cpp").write_text(_FACTOR_SRC.replace("TAG", tag))
+    _set_factor(path, factor)
+
+
+def _set_factor(path, factor: float):
+    header = path / "factor.h"
+    old = header.stat().st_mtime_ns if header.exists() else 0
+    header.write_text(f"#pragma once\nconstexpr float FACTOR = {factor}f;\n")
+    st = header.stat()
+    os.utime(header, ns=(st.st_atime_ns, max(st.st_mtime_ns, old + 1_000_000)))  # coarse clocks
+
+
+def _scaled(queue, prog) -> list:
+    x = torch.ones(4)
+    buf = runtime.DeviceBuffer(queue, x.nbytes)
+    buf.write(x.data_ptr(), x.nbytes)
+    runtime.launch(queue, prog.kernel("scale"), (4,), (4,),
+                   [(runtime.PTR, buf.ptr), (runtime.F32, 1.0), (runtime.I64, 4)])
+    buf.read(x.data_ptr(), x.nbytes)
+    return x.tolist()
+
+
+def test_a_changed_header_rebuilds_in_the_same_process(sycl_device, tmp_path, monkeypatch):
+    folder = tmp_path / "kernels"
+    _kernel_folder(folder, 2.0, f"in-process {time.time_ns()}")
+    monkeypatch.setenv("XVENDOR_SYCL_KERNELS_DIR", str(folder))
+    first = runtime.program("scale", sycl_device)
+    assert _scaled(sycl_device, first) == [2.0] * 4
+    assert runtime.program("scale", sycl_device) is first
+    _set_factor(folder, 3.0)
+    second = runtime.program("scale", sycl_device)
+    assert second is not first and _scaled(sycl_device, second) == [3.0] * 4
+
+
+_CHILD_FACTOR = """
+import json
+from xvendor.xpu import runtime
+import torch
+q = runtime.cpu_queue()
+prog = runtime.program("scale", q)
+x = torch.ones(4)
+buf = runtime.DeviceBuffer(q, x.nbytes)
+buf.write(x.data_ptr(), x.nbytes)
+runtime.launch(q, prog.kernel("scale"), (4,), (4,),
+               [(runtime.PTR, buf.ptr), (runtime.F32, 1.0), (runtime.I64, 4)])
+buf.read(x.data_ptr(), x.nbytes)
+print(json.dumps(dict(runtime.stats(), out=x.tolist())))
+"""
+
+
+def test_a_changed_header_rebuilds_in_a_new_process(sycl_device, tmp_path):
+    """The persistent SYCL cache must not serve a program built with the old header: only
+    the header changes between the two processes, the source stays the same."""
+    folder = tmp_path / "kernels"
+    _kernel_folder(folder, 4.0, f"new-process {time.time_ns()}")
+    env = dict(os.environ, SYCL_CACHE_DIR=str(tmp_path / "cache"),
+               XVENDOR_SYCL_KERNELS_DIR=str(folder))
+
+    def child():
+        proc = subprocess.run([sys.executable, "-c", _CHILD_FACTOR], env=env, capture_output=True,
+                              text=True, check=True, timeout=300)
+        return json.loads(proc.stdout.splitlines()[-1])
+    assert child()["out"] == [4.0] * 4
+    _set_factor(folder, 5.0)
+    second = child()
+    assert second["out"] == [5.0] * 4 and second["persistent_hits"] == 0
+
+
 def test_launch_geometry_is_checked_before_launch(sycl_device):
     k = runtime.build(_unique("geometry"), label="scale.cpp", queue=sycl_device).kernel("scale")
     args = [(runtime.PTR, 0), (runtime.F32, 1.0), (runtime.I64, 0)]

@@ -17,13 +17,16 @@ Code paths:
   3Dx3D: ``gmm_batch`` without offs.
 - rms_norm: ``rms_norm_<t>`` — one row per work-group, sub-group reductions; x is made
   contiguous and viewed as (rows, D); weight converted to fp32.
-- topk: ``topk_<t>`` — rank selection, one row per work-group; ``dim`` is moved last and made
+- topk: ``topk_<t>`` — radix select then a bitonic sort of the k winners, one row per
+  work-group (O(n + k log^2 k) per row; topk.cpp); ``dim`` is moved last and made
   contiguous; largest=False is a kernel flag (NaN stays the greatest value, as in torch);
-  results are always sorted (allowed for sorted=False).
+  results are always sorted (allowed for sorted=False), ties lowest index first.
 Bias (gemm, grouped_mm) is converted to fp32 before the launch (N or G*N values).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -35,9 +38,12 @@ __all__ = ["KERNELS", "TUNABLE", "gemm", "grouped_mm", "rms_norm", "topk", "prob
 # The tile of gemm_tile.h (BM, BN) and its work-group (WM, WN); must match its defaults.
 TILE = {"WM": 16, "WN": 16, "RM": 4, "RN": 4}
 BM, BN = TILE["WM"] * TILE["RM"], TILE["WN"] * TILE["RN"]
-_LOCAL3 = (1, TILE["WM"], TILE["WN"])
 _ROW_WG = 128  # work-items per row for rms_norm
-_TOPK_WG = 64  # work-items per row for topk
+# Work-items per row for topk: on the CPU device 16 and 64 time alike on vocabulary rows and
+# 64 is 20% slower than 16 on 64-expert router rows, 256 twice as slow there; 64 also gives a
+# GPU work-group some width on long rows.
+_TOPK_WG = 64
+_TOPK_MAX_ROW = 1 << 31
 P, I64, I32, F32 = runtime.PTR, runtime.I64, runtime.I32, runtime.F32
 
 
@@ -69,11 +75,27 @@ def _fp32(bias: torch.Tensor | None) -> torch.Tensor | None:
 
 
 # NOTE [tunable gemm tile]: gemm_tile.h reads its tile from -D options (XV_GEMM_WM, _WN,
-# _RM, _RN, _BK); TILE is its default, built with no options. A tuned tile (xvendor.tuning,
-# served per problem for this chip) is built once per tile and cached like any program.
+# _RM, _RN, _BK); TILE is its default, built with no options. The dispatch layer hands a tuned
+# tile to gemm / grouped_mm as ``config=`` (None: the default); each tile is built once and
+# cached like any program. The backend never looks a tile up itself, so it does not depend
+# on the tuning tables or the registry.
 _TILE_KEYS = ("WM", "WN", "RM", "RN", "BK")
 DEFAULT_TILE = dict(TILE, BK=64)
 last_gemm_tile: dict = {}  # tile of the latest gemm / grouped_mm call (tests prove what ran)
+
+
+def _tile(config: dict | None) -> dict:
+    """The gemm_tile.h tile of ``config`` (extra keys, e.g. block_m, are the tuner's)."""
+    if config is None:
+        tile = DEFAULT_TILE
+    else:
+        missing = [k for k in _TILE_KEYS if k not in config]
+        if missing:
+            raise ValueError(f"sycl gemm config {config!r} lacks the tile keys {missing}")
+        tile = {k: int(config[k]) for k in _TILE_KEYS}
+    last_gemm_tile.clear()
+    last_gemm_tile.update(tile)
+    return tile
 
 
 def _tile_options(tile: dict) -> tuple:
@@ -82,24 +104,8 @@ def _tile_options(tile: dict) -> tuple:
     return tuple(f"-DXV_GEMM_{k}={int(tile[k])}" for k in _TILE_KEYS)
 
 
-def _served_tile(op: str, args: tuple) -> dict | None:
-    """The tuned tile for this problem on this chip, if a tuning table holds one."""
-    from ..tuning import serve
-    from .. import registry
-    info = registry.device_info(args[0].device)
-    store = serve.store_for(info)
-    if not store.entries:
-        return None
-    if op == "gemm":
-        from ..ops.gemm import shape_class
-    else:
-        from ..ops.grouped_mm import shape_class
-    w = serve.config_for("sycl", op, info, args[0].dtype, shape_class(*args))
-    return {k: int(w.config[k]) for k in _TILE_KEYS} if w is not None else None
-
-
-def gemm(a, b, bias=None, out_dtype=None, tile=None):
-    tile = tile or _served_tile("gemm", (a, b, bias, out_dtype)) or DEFAULT_TILE
+def gemm(a, b, bias=None, out_dtype=None, *, config=None):
+    tile = _tile(config)
     bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
     out_dtype = out_dtype or a.dtype
     (m, k), n = a.shape, b.shape[1]
@@ -111,8 +117,6 @@ def gemm(a, b, bias=None, out_dtype=None, tile=None):
     pb, (sb_k, sb_n) = run.input("b", b, any_strides=True)
     pbias, _ = run.input("bias", _fp32(bias))
     pc = run.output("out", out)
-    last_gemm_tile.clear()
-    last_gemm_tile.update(tile)
     run.run("gemm", f"gemm_{TAGS[a.dtype]}_{TAGS[out_dtype]}",
             (1, _tiles(m, bm) * tile["WM"], _tiles(n, bn) * tile["WN"]),
             (1, tile["WM"], tile["WN"]),
@@ -121,32 +125,39 @@ def gemm(a, b, bias=None, out_dtype=None, tile=None):
     return out
 
 
+class _Candidate(NamedTuple):
+    """What xvendor.tuning reads from a candidate (its ``Candidate`` by shape): defined here
+    because this module sits below the tuner and must not import it."""
+
+    name: str
+    config: dict
+    record: dict | None = None
+
+
 class _Tunable:
     """xvendor.tuning's view of the SYCL gemm and grouped GEMM (both use gemm_tile.h): tile
-    shapes around the swept default."""
+    shapes around the swept default. ``run`` is the serving call itself (``config=``), so a
+    tile is timed exactly as it will be served."""
 
     SPACE = [(16, 16, 4, 4, 64), (16, 16, 4, 4, 32), (16, 16, 2, 4, 64), (8, 16, 4, 4, 64),
              (16, 8, 4, 4, 64), (8, 8, 4, 4, 64), (16, 16, 4, 2, 64), (8, 16, 2, 4, 32)]
     default_name = "wg16x16_r4x4_k64"
 
     def candidates(self, op, info, key):
-        from ..tuning.tuner import Candidate
-        return [Candidate(f"wg{wm}x{wn}_r{rm}x{rn}_k{bk}",
-                          {"WM": wm, "WN": wn, "RM": rm, "RN": rn, "BK": bk,
-                           "block_m": wm * rm, "block_n": wn * rn, "block_k": bk})
+        return [_Candidate(f"wg{wm}x{wn}_r{rm}x{rn}_k{bk}",
+                           {"WM": wm, "WN": wn, "RM": rm, "RN": rn, "BK": bk,
+                            "block_m": wm * rm, "block_n": wn * rn, "block_k": bk})
                 for wm, wn, rm, rn, bk in self.SPACE]
 
     def run(self, op, config, args):
-        return KERNELS[op](*args, tile={k: int(config[k]) for k in _TILE_KEYS})
+        return KERNELS[op](*args, config=config)
 
 
 TUNABLE = _Tunable()
 
 
-def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, tile=None):
-    tile = tile or _served_tile("grouped_mm", (a, b, offs, bias, out_dtype)) or DEFAULT_TILE
-    last_gemm_tile.clear()
-    last_gemm_tile.update(tile)
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
+    tile = _tile(config)
     out_dtype = out_dtype or a.dtype
     name = f"{TAGS[a.dtype]}_{TAGS[out_dtype]}"
     if a.dim() == 2 and b.dim() == 3:  # out (R, N): rows of a ragged
@@ -183,7 +194,7 @@ def _grouped_operands(a, b, offs, bias, out):
     return run, pa, pb, po, pbias, run.output("out", out)
 
 
-def _ragged_rows(name, a, b, offs, bias, out, transposed, tile=DEFAULT_TILE):
+def _ragged_rows(name, a, b, offs, bias, out, transposed, tile):
     """2Dx3D, or 3Dx2D as its transpose: out^T (N, M) = b^T (N, K) @ a[g]^T (K, M)."""
     if out.numel() == 0:
         return out
@@ -227,6 +238,9 @@ def rms_norm(x, weight=None, eps=None):
 def topk(x, k, dim=-1, largest=True, sorted=True):
     xl = x.movedim(dim, -1)
     n = xl.shape[-1]
+    if n >= _TOPK_MAX_ROW:
+        raise ValueError(f"sycl topk: rows of {n} entries; the kernel keeps positions in a row in "
+                         f"32-bit integers (rows under {_TOPK_MAX_ROW} entries)")
     lead = xl.shape[:-1]
     values = torch.empty((*lead, k), dtype=x.dtype, device=x.device)
     indices = torch.empty((*lead, k), dtype=torch.int64, device=x.device)

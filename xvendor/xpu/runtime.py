@@ -5,7 +5,8 @@
   XPU tensors (l2: needs a torch XPU build, unverified here).
 - ``program(name, queue)`` compiles ``sycl_kernels/<name>.cpp`` (with every header there
   as a virtual include file) through SYCL RTC in the shim. Compiled programs are cached in
-  the process by a key over source, headers, options, device and runtime versions; across
+  the process by a key over source, headers, options, device and runtime versions (files
+  are read and hashed again only when their mtime changes: NOTE [source snapshots]); across
   processes the SYCL runtime's persistent cache (``$XVENDOR_CACHE_DIR/sycl/kernels``)
   serves the front-end IR and the device binary, which brings a warm build to 0.2-0.5 s
   (cold: 2-30 s per source). ``stats()`` counts builds, in-process hits, and builds served
@@ -49,6 +50,9 @@ class LaunchError(RuntimeError):
     """A kernel launch was refused (bad geometry) or failed on the device."""
 
 
+_kernel_dirs: dict = {}  # $XVENDOR_SYCL_KERNELS_DIR (or None) -> the folder found for it
+
+
 def kernels_dir() -> Path:
     """``$XVENDOR_SYCL_KERNELS_DIR``, else the checkout's ``sycl_kernels/``, else package data.
 
@@ -56,10 +60,14 @@ def kernels_dir() -> Path:
     built with it as package data carries real copies, which the last candidate finds.
     """
     env = os.environ.get("XVENDOR_SYCL_KERNELS_DIR")
+    found = _kernel_dirs.get(env)  # resolving the candidates costs ~60 us: once per setting
+    if found is not None:
+        return found
     here = Path(__file__).resolve().parent
     for cand in ([Path(env)] if env else []) + [here.parents[1] / "sycl_kernels",
                                                 here / "sycl_kernels"]:
         if (cand / "gemm.cpp").exists():
+            _kernel_dirs[env] = cand
             return cand
     raise FileNotFoundError(
         "xvendor's SYCL kernel sources (sycl_kernels/*.cpp) were not found next to the "
@@ -261,12 +269,50 @@ def build(source: str, *, label: str, queue: Queue, includes: dict | None = None
         return prog
 
 
+# NOTE [source snapshots]: reading every header and hashing the lot on each launch cost
+# ~0.2 ms per call. program() instead keeps, per (folder, source, options, device), the
+# Program it built and the (mtime, size, inode) of the files it was built from; a launch
+# costs one stat per file, and only a changed stamp re-reads the files (and re-lists the
+# headers) and goes through build()'s content key again. A new process always reads the
+# files afresh, so a changed header still changes the content key and rebuilds there.
+_texts: dict[Path, tuple] = {}  # path -> (stamp, text)
+_served: dict[tuple, tuple] = {}  # (folder, name, options, device_key) -> (stamps, Program)
+
+
+def _stamp(path: Path) -> tuple:
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _text(path: Path) -> tuple:
+    """(stamp, text) of ``path``, read again only when its stamp changed."""
+    stamp = _stamp(path)
+    hit = _texts.get(path)
+    if hit is None or hit[0] != stamp:
+        hit = _texts[path] = (stamp, path.read_text())
+    return hit
+
+
 def program(name: str, queue: Queue, options: tuple = ()) -> Program:
-    """``sycl_kernels/<name>.cpp`` compiled for ``queue`` (cached)."""
+    """``sycl_kernels/<name>.cpp`` compiled for ``queue`` (cached; NOTE [source snapshots])."""
     d = kernels_dir()
-    includes = {p.name: p.read_text() for p in sorted(d.glob("*.h"))}
-    return build((d / f"{name}.cpp").read_text(), label=f"sycl_kernels/{name}.cpp",
-                 queue=queue, includes=includes, options=options)
+    key = (d, name, tuple(options), queue.device_key)
+    served = _served.get(key)
+    if served is not None:
+        stamps, prog = served
+        try:
+            if all(_stamp(p) == s for p, s in stamps):
+                _stats["memory_hits"] += 1
+                return prog
+        except OSError:  # a file went away: rebuild, which reports what is missing
+            pass
+    src = d / f"{name}.cpp"
+    files = [src] + sorted(d.glob("*.h"))
+    texts = {p: _text(p) for p in files}
+    prog = build(texts[src][1], label=f"sycl_kernels/{name}.cpp", queue=queue,
+                 includes={p.name: texts[p][1] for p in files[1:]}, options=options)
+    _served[key] = (tuple((p, texts[p][0]) for p in files), prog)
+    return prog
 
 
 # --------------------------------------------------------------------------- launch
