@@ -1,23 +1,47 @@
-"""Layout proofs (l1): FlyDSL's layout algebra, evaluated on the CPU, for every shipped config.
+"""Layout proofs (l1), evaluated on the CPU for every shipped config of gfx950 and gfx1250.
 
-For each arch and config: the tiled MMA's thread-value layouts cover its C tile exactly once
-and its A/B tiles exactly ``warps_n`` / ``warps_m`` times (each wave of the other dimension
-holds a copy), the workgroup tile is a whole number of MMA tiles, and the G2S copies of the
-gfx950 templates cover their (rows, block_k) tile exactly once. The layouts are built by
-the templates' own functions; FlyDSL evaluates them (shape/stride come back from the MLIR
-types) and the counting is done here in Python. Grouped tiles never cross a group boundary:
-``tiling.ragged_m_tiles`` (the host twin of the kernels' scan) is checked on random offs.
+Partitions, with FlyDSL's layout algebra: the tiled MMA's thread-value layouts cover its C
+tile exactly once and its A/B tiles exactly ``warps_n`` / ``warps_m`` times (each wave of
+the other dimension holds a copy), the workgroup tile is a whole number of MMA tiles, and
+the G2S copies of the gfx950 templates cover their (rows, block_k) tile exactly once. The
+layouts are built by the templates' own functions; FlyDSL evaluates them (shape/stride come
+back from the MLIR types) and the counting is done here in Python.
+
+Grids and tile mapping, on the code that runs: ``launch.plan_gemm`` / ``plan_grouped`` are
+called with CPU tensors (they only allocate) and every program of the grid they put in the
+launch arguments is mapped by ``tiling.tile_of`` and ``tiling.view_bounds`` (the functions
+the kernels call at trace time, run here on Python ints) with the arguments the launch
+passes, for fixed hard cases and random ones (hypothesis: empty groups, one-row and partial
+tiles, rows past offs[-1], N or M not a multiple of the tile, M = 0, N = 0, G = 0, transposed
+operands) in gemm, 2Dx3D, 3Dx2D (as the transposed 2Dx3D), 2Dx2D and 3Dx3D. Proven: every
+output element (padded columns included) is written by exactly one program, nothing past
+offs[-1] is written (2Dx3D), a tile's rows, its K range and its B / bias views stay inside
+its group, programs past the last tile are idle, no program divides by zero or reads offs
+out of range, and the launcher's parameters are ``launch.ARGS`` with the kernel calling the
+traced ``tile_of``.
+
+Not proven here: that the kernel does nothing when ``valid`` is false (its body is one
+``if valid:``, read, not run); FlyDSL's ``flat_divide`` and buffer-descriptor semantics (a
+(BM, BN) tile of a row-major view is rows pid_m*BM.., columns pid_n*BN..; stores at or past
+the descriptor's size are dropped: modelled in ``_written_rows``); which elements the copies
+and MMAs inside a tile touch (the partition proofs above cover their shapes, the compile
+tests their code; the bounded views they read are checked here, per group); int32 overflow
+(the plans refuse operands of 2**31 bytes or more, and the shapes here are small); and
+numerics (tests/rocm/test_gpu.py, on a device). ``//`` and ``%`` agree with the kernels'
+``floordivsi`` / ``remsi`` because every operand here is non-negative.
 """
 
-import itertools
-import random
+import inspect
 from collections import Counter
 
 import pytest
+import torch
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as hst
 
 fx = pytest.importorskip("flydsl.expr")
 
-from xvendor.rocm import configs, gemm_gfx950, gemm_gfx1250, tiling  # noqa: E402
+from xvendor.rocm import configs, gemm_gfx950, gemm_gfx1250, launch, tiling  # noqa: E402
 
 pytestmark = pytest.mark.l1
 
@@ -103,21 +127,194 @@ def test_g2s_copies_cover_the_tile_once(mlir, arch, cfg, rows_of, k_major, monke
     assert rows % tr == 0 and cfg.block_k % tc == 0  # the tile repeats over (rows, block_k)
 
 
-@pytest.mark.parametrize("block_m", sorted({c.block_m for _, c in CASES}))
-def test_grouped_tiles_never_cross_a_group_boundary(block_m):
-    rng = random.Random(block_m)
-    for _ in range(200):
-        groups = rng.randint(1, 9)
-        sizes = [rng.choice([0, 0, 1, block_m - 1, block_m, block_m + 1, rng.randint(0, 700)])
-                 for _ in range(groups)]
-        offs = list(itertools.accumulate(sizes))
-        tiles = tiling.ragged_m_tiles(offs, block_m)
-        covered = Counter()
-        for g, row0, end in tiles:
-            start = offs[g - 1] if g else 0
-            assert start <= row0 < end == offs[g]  # the tile starts inside its group ...
-            covered.update(range(row0, min(row0 + block_m, end)))  # ... and stores stop at its end
-        assert covered == Counter(range(offs[-1] if offs else 0))  # every row once
-        m = max(offs[-1], 1)
-        tn = 3
-        assert len(tiles) * tn <= tiling.grid_size("2Dx3D", m, tn * 64, groups, block_m, 64)
+CONFIGS = [c for _, c in CASES]
+TEMPLATES = ("gemm", "2Dx3D", "2Dx2D", "3Dx3D")
+
+
+def _closure(f):
+    return dict(zip(f.__code__.co_freevars, (c.cell_contents for c in f.__closure__)))
+
+
+@pytest.mark.parametrize("arch", configs.TARGETS)
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_launch_arguments_reach_the_traced_tile_mapping(arch, template):
+    fn = MODULES[arch].build(template, configs.default(arch, "gemm"), dtype="bf16",
+                             out_dtype="bf16", has_bias=False, a_k_major=True, b_k_major=True)[0]
+    params = list(inspect.signature(fn.func).parameters)
+    assert tuple(params) == launch.ARGS + ("stream",)  # launch.args are passed by position
+    kernel = _closure(fn.func)["kernel"]._original_func  # the @flyc.kernel it launches
+    assert _closure(kernel)["tile"] is tiling.traced(tiling.tile_of)
+
+
+class _Offs:
+    """offs as the kernel reads it; a negative or past-the-end index is a failed proof."""
+
+    def __init__(self, ends):
+        self.ends = list(ends)
+
+    def __getitem__(self, i):
+        assert 0 <= i < len(self.ends), f"offs[{i}] read, offs has {len(self.ends)} entries"
+        return self.ends[i]
+
+
+def _extent(t):
+    """Elements addressable from t's first element (its storage past its offset)."""
+    return t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+
+
+def _written_rows(view, pid_m, pid_n, cfg):
+    """[first, end) rows of C (viewed as (-1, ldc)) that tile (pid_m, pid_n) of a C view stores.
+
+    The tile is view rows pid_m*BM.., columns pid_n*BN..; the descriptor drops stores at or
+    past its size. Its columns stay inside one row of C (no wrap into the next row), so a
+    tile stores whole BN-wide row segments: counting (row, pid_n) pairs counts elements.
+    """
+    base, _, (ldc, one), n_elems = view
+    assert one == 1 and (pid_n + 1) * cfg.block_n <= ldc, "a tile's columns wrap past a row"
+    assert base % ldc == 0 and n_elems % ldc == 0  # the view is whole rows of C
+    first = base // ldc + pid_m * cfg.block_m
+    return first, min(first + cfg.block_m, base // ldc + n_elems // ldc)
+
+
+def _run_grid(plan, cfg, offs):
+    """Map every program of ``plan``'s grid the way the kernel does; check each tile."""
+    a = plan.named()
+    C, G, N, ldc = a["C"], a["G"], a["N"], a["ldc"]
+    ragged_m, ragged_k = plan.template == "2Dx3D", plan.template == "2Dx2D"
+    ends = list(offs) if offs is not None else []
+    starts = [0] + ends[:-1]
+    assert C.is_contiguous() and C.shape[-1] == ldc
+    cov = torch.zeros(C.numel() // max(ldc, 1), max(a["tiles_n"], 1), dtype=torch.int32)
+    tiles = 0
+    for bid in range(a["grid"]):
+        valid, g, pid_m, pid_n, row0, rows, k0, kn = tiling.tile_of(
+            plan.template, bid, a["M"], a["K"], G, _Offs(ends), a["tiles_m"], a["tiles_n"],
+            cfg.block_m)
+        if not valid:
+            continue
+        tiles += 1
+        assert 0 <= g < G and 0 <= pid_n < a["tiles_n"]
+        v = tiling.view_bounds(g, row0, rows, k0, kn, N, a["lda"], a["ldb"], ldc,
+                               a["sag"], a["sbg"], a["scg"], a["sbiasg"],
+                               plan.spec["a_k_major"], plan.spec["b_k_major"])
+        first, end = _written_rows(v["C"], pid_m, pid_n, cfg)
+        assert 0 <= first < end <= cov.shape[0], "a tile stores nothing or past C"
+        cov[first:end, pid_n] += 1
+        if ragged_m:  # rows of group g only, and the tile starts inside the group
+            assert pid_m == 0 and starts[g] <= row0 < ends[g] and row0 + rows == ends[g]
+            assert starts[g] <= first and end <= ends[g]
+            a_off, _, _, a_n = v["A"]  # A (K-major) is bounded to the group's rows
+            assert a_off == row0 * a["lda"] and a_off + a_n == ends[g] * a["lda"]
+        else:
+            assert g * a["M"] <= first and end <= (g + 1) * a["M"]
+            assert 0 <= pid_m < a["tiles_m"] and (row0, rows) == (0, a["M"])
+        if ragged_k:  # K range of group g only, both operands bounded to it
+            assert (k0, kn) == (starts[g], ends[g] - starts[g])
+            assert v["A"][0] == k0 * a["lda"] and v["A"][3] == kn * a["lda"]
+            assert v["B"][0] == k0 * a["ldb"] and v["B"][3] == kn * a["ldb"]
+        else:
+            assert (k0, kn) == (0, a["K"])
+        b_off, _, _, b_n = v["B"]
+        assert b_off >= g * a["sbg"] and b_off + b_n <= _extent(a["B"])
+        if G > 1 and not ragged_k:
+            assert b_off + b_n <= (g + 1) * a["sbg"]  # B[g] only
+        if plan.spec["has_bias"]:
+            assert v["Bias"][0] == g * a["sbiasg"] and v["Bias"][3] == N
+            assert v["Bias"][0] + N <= a["Bias"].numel()
+    if a["tiles_n"] == 0:
+        cov = cov[:, :0]
+    assert cov.shape[1] * cfg.block_n == ldc, "column tiles do not make up C's rows"
+    return cov, tiles
+
+
+def _prove(plan, cfg, offs):
+    a = plan.named()
+    cov, tiles = _run_grid(plan, cfg, offs)
+    if plan.template == "2Dx3D":
+        end = offs[-1] if len(offs) else 0
+        assert (cov[:end] == 1).all(), "an output element of a group is not written exactly once"
+        assert (cov[end:] == 0).all(), "a row past offs[-1] is written"
+        sizes = [e - s for s, e in zip([0] + list(offs[:-1]), offs)]
+        assert tiles == a["tiles_n"] * sum(-(-s // cfg.block_m) for s in sizes)
+    else:
+        assert (cov == 1).all(), "an output element is not written exactly once"
+        assert tiles == a["G"] * a["tiles_m"] * a["tiles_n"]
+
+
+def _zeros(*shape, transposed=False, dtype=torch.bfloat16):
+    """A tensor of ``shape``; ``transposed``: the transpose of a row-major one (last 2 dims)."""
+    if not transposed:
+        return torch.zeros(shape, dtype=dtype)
+    return torch.zeros(*shape[:-2], shape[-1], shape[-2], dtype=dtype).transpose(-2, -1)
+
+
+def _plan(layout, cfg, sizes, extra, n, k, ta, tb, bias):
+    """The launch the backend would run for one problem, and the offs it scans."""
+    ends = torch.tensor(sizes, dtype=torch.int32).cumsum(0).to(torch.int32) if sizes else \
+        torch.zeros(0, dtype=torch.int32)
+    total = int(ends[-1]) if len(sizes) else 0
+    G = len(sizes)
+    if layout == "gemm":
+        a, b = _zeros(total + extra, k, transposed=ta), _zeros(k, n, transposed=tb)
+        return launch.plan_gemm(a, b, _zeros(n) if bias else None, None, cfg), None
+    if layout == "2Dx3D":
+        a, b = _zeros(total + extra, k, transposed=ta), _zeros(G, k, n, transposed=tb)
+        bb = _zeros(G, n) if bias else None
+    elif layout == "3Dx2D":  # ragged columns of b
+        a, b = _zeros(G, n, k, transposed=ta), _zeros(k, total + extra, transposed=tb)
+        bb = _zeros(total + extra) if bias else None
+    elif layout == "2Dx2D":  # ragged K
+        a, b = _zeros(n + 1, total + extra, transposed=ta), _zeros(total + extra, n, transposed=tb)
+        bb = _zeros(G, n) if bias else None
+    else:
+        m = cfg.block_m + extra  # a partial M tile; groups are not ragged here
+        a, b, ends = _zeros(G, m, k, transposed=ta), _zeros(G, k, n, transposed=tb), None
+        bb = _zeros(G, n) if bias else None
+    plan = launch.plan_grouped(a, b, ends, bb, None, cfg)
+    return plan, (ends.tolist() if ends is not None else None)
+
+
+LAYOUTS = ("gemm", "2Dx3D", "3Dx2D", "2Dx2D", "3Dx3D")
+EXPECTED = {"gemm": "gemm", "2Dx3D": "2Dx3D", "3Dx2D": "2Dx3D", "2Dx2D": "2Dx2D",
+            "3Dx3D": "3Dx3D"}
+
+
+def _hard_sizes(cfg):
+    bm = cfg.block_m
+    return [0, 1, bm - 1, 0, bm, bm + 1, 2 * bm + 3, 0]  # empty, one row, partial, exact
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_shipped_config_covers_its_output_once(layout):
+    """Hard problem per config: empty and partial groups, rows past offs[-1], N % BN != 0."""
+    for cfg in CONFIGS:
+        plan, offs = _plan(layout, cfg, _hard_sizes(cfg), 5, cfg.block_n + 3, 40,
+                           False, True, True)
+        assert plan.template == EXPECTED[layout]
+        _prove(plan, cfg, offs)
+
+
+@hst.composite
+def problems(draw):
+    cfg = draw(hst.sampled_from(CONFIGS))
+    bm = cfg.block_m
+    size = hst.one_of(hst.sampled_from([0, 1, bm - 1, bm, bm + 1]), hst.integers(0, 3 * bm))
+    sizes = draw(hst.lists(size, min_size=0, max_size=9))
+    return (cfg, sizes, draw(hst.integers(0, bm + 1)), draw(hst.integers(0, 300)),
+            draw(hst.integers(1, 72)), draw(hst.booleans()), draw(hst.booleans()),
+            draw(hst.booleans()))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems())
+@example(problem=(configs.default("gfx950", "grouped_mm"), [1, 1, 1], 0, 64, 8, False, False,
+                  False))  # three one-row groups: three row tiles in a one-tile M
+@example(problem=(configs.default("gfx950", "grouped_mm"), [0, 0], 0, 0, 8, False, False,
+                  False))  # N = 0 and M = 0: nothing to write, no division by zero
+def test_random_problems_cover_their_output_once(layout, problem):
+    cfg, sizes, extra, n, k, ta, tb, bias = problem
+    if layout == "2Dx2D" and not sizes:
+        sizes = [0]  # 2Dx2D needs one group (xvendor.ops rejects none)
+    plan, offs = _plan(layout, cfg, sizes, extra, n, k, ta, tb, bias)
+    _prove(plan, cfg, offs)

@@ -21,7 +21,7 @@ Numerics are unverified until they run on a gfx1250 device; the dispatch layer's
 correctness gate checks each kernel there on first use (``xvendor.gate``).
 """
 
-from .tiling import operand_views
+from .tiling import operand_views, tile_of, traced
 
 ARCH = "gfx1250"
 WAVE = 32
@@ -77,8 +77,7 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
     threads = NW * WAVE
     smem_bytes = lds_bytes(cfg)
     mode = template
-    RAGGED_M, RAGGED_K = mode == "2Dx3D", mode == "2Dx2D"
-    BATCHED = mode in ("2Dx2D", "3Dx3D")
+    tile = traced(tile_of)  # the group/tile mapping the layout proofs run on ints
 
     @flyc.kernel
     def kernel(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
@@ -88,41 +87,11 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                tiles_m: fx.Int32, tiles_n: fx.Int32):
         tid = fx.thread_idx.x
         bid = fx.block_idx.x
-        g = fx.Int32(0)
-        pid_m = bid // tiles_n
-        pid_n = bid % tiles_n
-        row0 = fx.Int32(0)
-        rows = M
-        k0 = fx.Int32(0)
-        kn = K
-        valid = pid_m < tiles_m
-        if RAGGED_M:  # scan offs: tile t belongs to the group whose tile range holds it
-            t = bid // tiles_n
-            start = fx.Int32(0)
-            before = fx.Int32(0)
-            g = fx.Int32(-1)
-            for gi in range(G):
-                end = Offs[gi]
-                n_t = (end - start + (BM - 1)) // BM
-                hit = (t >= before) & (t < before + n_t)
-                g = hit.select(gi, g)
-                row0 = hit.select(start + (t - before) * BM, row0)
-                rows = hit.select(end - (start + (t - before) * BM), rows)
-                before = before + n_t
-                start = end
-            pid_m = fx.Int32(0)
-            valid = g >= 0
-        if BATCHED:
-            per_group = tiles_m * tiles_n
-            g = bid // per_group
-            pid_m = (bid % per_group) // tiles_n
-            valid = g < G
-        if RAGGED_K:
-            k0 = (g > 0).select(Offs[(g > 0).select(g - 1, 0)], 0)
-            kn = Offs[g] - k0
+        valid, g, pid_m, pid_n, row0, rows, k0, kn = tile(
+            mode, bid, M, K, G, Offs, tiles_m, tiles_n, BM)
         if valid:
             gA, gB, gC, gBias = operand_views(
-                fx, mode, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
+                fx, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
                 sag, sbg, scg, sbiasg, a_k_major, b_k_major, has_bias, tdm=True)
             gC = fx.flat_divide(gC, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
             warp = tid // WAVE

@@ -30,7 +30,7 @@ unverified until they run on a gfx950 device; the dispatch layer's correctness g
 reference on first use and never chooses a failing one again.
 """
 
-from .tiling import operand_views
+from .tiling import operand_views, tile_of, traced
 
 ARCH = "gfx950"
 WAVE = 64
@@ -87,8 +87,7 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
     threads = cfg.warps_m * cfg.warps_n * WAVE
     smem_bytes = (BM + BN) * BK * S * 2
     mode = template
-    RAGGED_M, RAGGED_K = mode == "2Dx3D", mode == "2Dx2D"
-    BATCHED = mode in ("2Dx2D", "3Dx3D")
+    tile = traced(tile_of)  # the group/tile mapping the layout proofs run on ints
 
     @flyc.kernel
     def kernel(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
@@ -98,41 +97,11 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                tiles_m: fx.Int32, tiles_n: fx.Int32):
         tid = fx.thread_idx.x
         bid = fx.block_idx.x
-        g = fx.Int32(0)
-        pid_m = bid // tiles_n
-        pid_n = bid % tiles_n
-        row0 = fx.Int32(0)
-        rows = M
-        k0 = fx.Int32(0)
-        kn = K
-        valid = pid_m < tiles_m
-        if RAGGED_M:  # scan offs: tile t belongs to the group whose tile range holds it
-            t = bid // tiles_n
-            start = fx.Int32(0)
-            before = fx.Int32(0)
-            g = fx.Int32(-1)
-            for gi in range(G):
-                end = Offs[gi]
-                n_t = (end - start + (BM - 1)) // BM
-                hit = (t >= before) & (t < before + n_t)
-                g = hit.select(gi, g)
-                row0 = hit.select(start + (t - before) * BM, row0)
-                rows = hit.select(end - (start + (t - before) * BM), rows)
-                before = before + n_t
-                start = end
-            pid_m = fx.Int32(0)
-            valid = g >= 0
-        if BATCHED:  # 3Dx3D and ragged K: one (group, m tile, n tile) per workgroup
-            per_group = tiles_m * tiles_n
-            g = bid // per_group
-            pid_m = (bid % per_group) // tiles_n
-            valid = g < G
-        if RAGGED_K:
-            k0 = (g > 0).select(Offs[(g > 0).select(g - 1, 0)], 0)
-            kn = Offs[g] - k0
+        valid, g, pid_m, pid_n, row0, rows, k0, kn = tile(
+            mode, bid, M, K, G, Offs, tiles_m, tiles_n, BM)
         if valid:
             gA, gB, gC, gBias = operand_views(
-                fx, mode, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
+                fx, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
                 sag, sbg, scg, sbiasg, a_k_major, b_k_major, has_bias)
             gA = fx.flat_divide(gA, fx.make_tile(BM, BK))[None, None, pid_m, None]
             gB = fx.flat_divide(gB, fx.make_tile(BN, BK))[None, None, pid_n, None]

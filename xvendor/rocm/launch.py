@@ -1,15 +1,17 @@
 """Host side of the FlyDSL templates: check, normalize operands, allocate, build the launch.
 
 ``plan_gemm`` / ``plan_grouped`` turn the op's arguments into a ``Launch``: the
-specialization key (template, majors, dtypes, bias), the kernel arguments and the output
-to return. The backend runs it; the cross-compiler (``xvendor.rocm.crosscompile``)
-builds the very same specialization from placeholder tensors, so the checked code object
-is the one a device would run.
+specialization key (template, majors, dtypes, bias), the kernel arguments (``ARGS``) and
+the output to return. ``specialization`` gives the same key without allocating or copying
+(the plans take it from there); the dispatch layer keys one correctness verdict per
+compiled specialization on it. The backend runs the launch; the cross-compiler
+(``xvendor.rocm.crosscompile``) builds the very same specialization from placeholder
+tensors, so the checked code object is the one a device would run.
 
 Operand normalization (why the host copies sometimes):
 - A is viewed as (M, K), B as (N, K). Each is K-major (K contiguous) or MN-major (M/N
-  contiguous) with a leading dimension that is a multiple of 8 elements (16-byte loads);
-  anything else is copied to K-major.
+  contiguous) with a leading dimension (and, for 3-D operands, a group stride) that is a
+  multiple of 8 elements (16-byte loads); anything else is copied to K-major.
 - ragged M (2Dx3D) needs a K-major A (the group bound is on rows); ragged K (2Dx2D) needs
   both operands MN-major (the group bound is on K rows). Other majors are copied.
 - a K-major operand whose K is not a multiple of block_k is zero-padded along K: the
@@ -18,6 +20,10 @@ Operand normalization (why the host copies sometimes):
   result is the first N columns, made contiguous.
 3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group);
 its (N,) bias, which is not per group, is added on the host.
+
+Proven on the CPU: tests/rocm/test_layout_proofs.py runs the kernels' own tile mapping
+(``xvendor.rocm.tiling``) over every program of the grids planned here; tests/rocm/
+test_launch.py checks ``specialization`` against the plans.
 """
 
 from __future__ import annotations
@@ -30,12 +36,20 @@ _DT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _MAX_BYTES = 2**31  # buffer descriptors hold 32-bit byte counts
 
 
+# The launcher's positional parameters, in order (``build``'s ``launch`` in both templates).
+ARGS = ("A", "B", "C", "Bias", "Offs", "M", "N", "K", "G", "lda", "ldb", "ldc",
+        "sag", "sbg", "scg", "sbiasg", "tiles_m", "tiles_n", "grid")
+
+
 @dataclass
 class Launch:
     template: str  # "gemm" | "2Dx3D" | "2Dx2D" | "3Dx3D"
     spec: dict  # build() keywords: dtype, out_dtype, has_bias, a_k_major, b_k_major
-    args: tuple  # A, B, C, Bias, Offs, M, N, K, G, lda, ldb, ldc, sag, sbg, scg, sbiasg, tiles
+    args: tuple  # the launcher's arguments, named by ARGS
     result: callable = field(repr=False)  # () -> the op's output
+
+    def named(self) -> dict:
+        return dict(zip(ARGS, self.args))
 
 
 def _cdiv(a, b):
@@ -43,7 +57,9 @@ def _cdiv(a, b):
 
 
 def _aligned(t: torch.Tensor, ld: int) -> bool:
-    return ld % 8 == 0 and t.data_ptr() % 16 == 0
+    """16-byte loads from every row (ld) and every group (stride 0 of a 3-D operand)."""
+    groups_ok = t.dim() < 3 or t.shape[0] <= 1 or t.stride(0) % 8 == 0
+    return ld % 8 == 0 and t.data_ptr() % 16 == 0 and groups_ok
 
 
 def _major(t: torch.Tensor) -> str | None:
@@ -55,11 +71,16 @@ def _major(t: torch.Tensor) -> str | None:
     return None
 
 
-def _as_k_major(t: torch.Tensor, block_k: int, pad: bool = True) -> torch.Tensor:
+def _k_major(t: torch.Tensor, need: str | None) -> bool:
+    """Whether the kernel gets ``t`` K-major: as required, else as it is (copied if neither)."""
+    return (need or _major(t)) != "mn"
+
+
+def _as_k_major(t: torch.Tensor, block_k: int) -> torch.Tensor:
     """``t`` (..., rows, K) with K contiguous, a leading dim % 8 == 0 and K % block_k == 0."""
     k = t.shape[-1]
-    kp = _cdiv(max(k, 1), block_k) * block_k if pad else _cdiv(max(k, 1), 8) * 8
-    if t.stride(-1) == 1 and _aligned(t, t.stride(-2)) and kp == k:
+    kp = _cdiv(max(k, 1), block_k) * block_k
+    if _major(t) == "k" and kp == k:
         return t
     out = t.new_zeros(*t.shape[:-1], kp)
     out[..., :k] = t
@@ -68,19 +89,12 @@ def _as_k_major(t: torch.Tensor, block_k: int, pad: bool = True) -> torch.Tensor
 
 def _as_mn_major(t: torch.Tensor) -> torch.Tensor:
     """``t`` (..., rows, K) with rows contiguous and K's stride % 8 == 0."""
-    if t.stride(-2) == 1 and _aligned(t, t.stride(-1)):
+    if _major(t) == "mn":
         return t
     rows = t.shape[-2]
     buf = t.new_zeros(*t.shape[:-2], t.shape[-1], _cdiv(max(rows, 1), 8) * 8)
     buf[..., :rows] = t.transpose(-2, -1)
     return buf.transpose(-2, -1)[..., :rows, :]
-
-
-def _operand(t: torch.Tensor, block_k: int, need: str | None = None) -> tuple[torch.Tensor, bool]:
-    """(normalized (…, rows, K) view, is K-major)."""
-    if (need or _major(t)) == "mn":
-        return _as_mn_major(t), False
-    return _as_k_major(t, block_k), True  # both K-major operands pad K to the same length
 
 
 def _ld(t: torch.Tensor, k_major: bool) -> int:
@@ -99,29 +113,73 @@ def _placeholder(device) -> torch.Tensor:
     return torch.zeros(8, dtype=torch.float32, device=device)
 
 
-def _spec(a, out_dtype, bias, a_k, b_k) -> dict:
-    return {"dtype": _DT[a.dtype], "out_dtype": _DT[out_dtype or a.dtype],
-            "has_bias": bias is not None, "a_k_major": a_k, "b_k_major": b_k}
+@dataclass
+class _Problem:
+    """An op call as the kernel sees it, before any copy: A (…, rows, K), B (…, N, K) views."""
+    template: str
+    a: torch.Tensor
+    b: torch.Tensor
+    bias: torch.Tensor | None  # what the kernel adds (3Dx2D's bias is added on the host)
+    out_dtype: torch.dtype
+    spec: dict
+
+
+def _problem(op: str, args: tuple) -> _Problem:
+    if op == "gemm":
+        a, b, bias, out_dtype = (tuple(args) + (None,) * 4)[:4]
+        template, av, bv, need_a, need_b = "gemm", a, b.t(), None, None
+    elif op == "grouped_mm":
+        a, b, offs, bias, out_dtype = (tuple(args) + (None,) * 5)[:5]
+        if a.dim() == 3 and b.dim() == 2:  # out.T = b.T @ a[g].T: 2Dx3D, bias on the host
+            return _problem(op, (b.t(), a.transpose(1, 2), offs, None, out_dtype or a.dtype))
+        if a.dim() == 2 and b.dim() == 3:  # the group bound is on rows: A K-major
+            template, av, bv, need_a, need_b = "2Dx3D", a, b.transpose(1, 2), "k", None
+        elif a.dim() == 2:  # the group bound is on K rows: both MN-major
+            template, av, bv, need_a, need_b = "2Dx2D", a, b.t(), "mn", "mn"
+        else:
+            template, av, bv, need_a, need_b = "3Dx3D", a, b.transpose(1, 2), None, None
+    else:
+        raise KeyError(f"the flydsl templates run gemm and grouped_mm, not {op!r}")
+    out_dtype = out_dtype or a.dtype
+    spec = {"dtype": _DT[a.dtype], "out_dtype": _DT[out_dtype], "has_bias": bias is not None,
+            "a_k_major": _k_major(av, need_a), "b_k_major": _k_major(bv, need_b)}
+    return _Problem(template, av, bv, bias, out_dtype, spec)
+
+
+def specialization(op: str, args: tuple, cfg=None) -> tuple[str, dict]:
+    """(template, spec) that ``plan_gemm`` / ``plan_grouped`` put in their ``Launch``.
+
+    ``args``: the op's arguments, (a, b, bias, out_dtype) for gemm and (a, b, offs, bias,
+    out_dtype) for grouped_mm. Decided from dtypes, strides and alignment alone: no data is
+    allocated, copied or read, so the dispatch layer can key per-specialization verdicts on
+    it for every call. The plans take their majors from here, so the two cannot disagree.
+    ``cfg`` does not change the specialization (tile sizes only pad; they never re-major).
+    """
+    p = _problem(op, args)
+    return p.template, dict(p.spec)
+
+
+def _operands(p: _Problem, block_k: int):
+    A = _as_k_major(p.a, block_k) if p.spec["a_k_major"] else _as_mn_major(p.a)
+    B = _as_k_major(p.b, block_k) if p.spec["b_k_major"] else _as_mn_major(p.b)
+    return A, B  # both K-major operands pad K to the same length
 
 
 def plan_gemm(a, b, bias, out_dtype, cfg) -> Launch:
     """gemm: a (M, K), b (K, N); NT (b = w.t()) and NN (b row-major) run without copies."""
+    p = _problem("gemm", (a, b, bias, out_dtype))
     M, K = a.shape
     N = b.shape[1]
-    A, a_k = _operand(a, cfg.block_k)
-    bt = b.t()  # (N, K)
-    B, b_k = _operand(bt, cfg.block_k)
+    A, B = _operands(p, cfg.block_k)
     np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
-    out_dtype = out_dtype or a.dtype
-    C = torch.empty((M, np_), dtype=out_dtype, device=a.device)
+    C = torch.empty((M, np_), dtype=p.out_dtype, device=a.device)
     bias32 = bias.float().contiguous() if bias is not None else _placeholder(a.device)
     _check_size(a=A, b=B, out=C)
     tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
     args = (A, B, C, bias32, torch.zeros(1, dtype=torch.int32, device=a.device),
-            M, N, K, 1, _ld(A, a_k), _ld(B, b_k), np_, 0, 0, 0, 0, tiles_m, tiles_n,
-            tiles_m * tiles_n)
-    return Launch("gemm", _spec(a, out_dtype, bias, a_k, b_k), args,
-                  lambda: C if np_ == N else C[:, :N].contiguous())
+            M, N, K, 1, _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), np_,
+            0, 0, 0, 0, tiles_m, tiles_n, max(tiles_m * tiles_n, 1))
+    return Launch("gemm", p.spec, args, lambda: C if np_ == N else C[:, :N].contiguous())
 
 
 def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
@@ -141,18 +199,15 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
             return out
         inner.result = result
         return inner
-    if a.dim() == 2 and b.dim() == 3:
-        mode, G, (M, K), N = "2Dx3D", b.shape[0], a.shape, b.shape[2]
-        A, a_k = _operand(a, cfg.block_k, "k")
-        B, b_k = _operand(b.transpose(1, 2), cfg.block_k)
-    elif a.dim() == 2:
-        mode, G, (M, K), N = "2Dx2D", offs.shape[0], a.shape, b.shape[1]
-        A, a_k = _operand(a, cfg.block_k, "mn")
-        B, b_k = _operand(b.t(), cfg.block_k, "mn")
+    p = _problem("grouped_mm", (a, b, offs, bias, out_dtype))
+    mode = p.template
+    if mode == "2Dx3D":
+        G, (M, K), N = b.shape[0], a.shape, b.shape[2]
+    elif mode == "2Dx2D":
+        G, (M, K), N = offs.shape[0], a.shape, b.shape[1]
     else:
-        mode, G, M, K, N = "3Dx3D", a.shape[0], a.shape[1], a.shape[2], b.shape[2]
-        A, a_k = _operand(a, cfg.block_k)
-        B, b_k = _operand(b.transpose(1, 2), cfg.block_k)
+        G, M, K, N = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+    A, B = _operands(p, cfg.block_k)
     np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
     shape = (M, np_) if mode == "2Dx3D" else (G, M, np_)
     # zeros: rows past offs[-1] (2Dx3D) are never written by the kernel and must read 0
@@ -161,13 +216,15 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
     bias32 = bias.float().contiguous() if bias is not None else _placeholder(dev)
     _check_size(a=A, b=B, out=C)
     tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
+    # ragged M: a group's last tile may be partial, so each group may add one row tile
     grid = (tiles_m + G) * tiles_n if mode == "2Dx3D" else G * tiles_m * tiles_n
     offs_t = offs if offs is not None else torch.zeros(1, dtype=torch.int32, device=dev)
-    args = (A, B, C, bias32, offs_t, M, N, K, G, _ld(A, a_k), _ld(B, b_k), np_,
+    args = (A, B, C, bias32, offs_t, M, N, K, G,
+            _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), np_,
             A.stride(0) if A.dim() == 3 else 0, B.stride(0) if B.dim() == 3 else 0,
             C.stride(0) if C.dim() == 3 else 0, N if bias is not None else 0,
             tiles_m, tiles_n, max(grid, 1))
 
     def result():
         return C if np_ == N else C[..., :N].contiguous()
-    return Launch(mode, _spec(a, out_dtype, bias, a_k, b_k), args, result)
+    return Launch(mode, p.spec, args, result)

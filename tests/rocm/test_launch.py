@@ -1,0 +1,133 @@
+"""``launch.specialization`` is exactly the (template, spec) the plans launch (l0: no compiler).
+
+The dispatch layer keys one correctness verdict per compiled specialization on
+``specialization``, so it must name the kernel the plan builds for every call: checked here
+against ``plan_gemm`` / ``plan_grouped`` on CPU tensors over the four grouped layouts and
+gemm, row-major, transposed, misaligned (a storage offset of one element), padded rows whose
+stride is or is not a multiple of 8, 3-D operands whose group stride is not, with and
+without bias, every out_dtype, bf16 and fp16, and two block_k. And it must stay cheap: the
+only torch ops it may run are views (no allocation, no copy, no read of the data).
+"""
+
+import itertools
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from xvendor.rocm import configs, launch
+
+pytestmark = pytest.mark.l0
+
+CFGS = [configs.default("gfx950", "gemm"), configs.Config(64, 64, 128)]
+OUT = [None, torch.float32, torch.bfloat16, torch.float16]
+VARIANTS = ("row", "col", "offset", "ld_odd", "ld_pad8", "group_odd")
+
+
+def _t(shape, variant, dtype):
+    """A (…, rows, cols) tensor laid out as ``variant`` says."""
+    *lead, r, c = shape
+    n = 1
+    for s in shape:
+        n *= s
+    if variant == "col":
+        return torch.zeros(*lead, c, r, dtype=dtype).transpose(-2, -1)
+    if variant == "offset":  # data_ptr % 16 == 2: no 16-byte loads without a copy
+        return torch.zeros(n + 1, dtype=dtype)[1:].view(shape)
+    if variant in ("ld_odd", "ld_pad8"):  # rows padded to c + 3 or to the next multiple of 8
+        ld = c + 3 if variant == "ld_odd" else (c // 8 + 1) * 8
+        return torch.zeros(*lead, r, ld, dtype=dtype)[..., :c]
+    if variant == "group_odd" and lead:  # rows aligned, groups 3 elements apart from that
+        g = lead[0]
+        return torch.zeros(g * (r * c + 3), dtype=dtype).as_strided(shape, (r * c + 3, c, 1))
+    return torch.zeros(shape, dtype=dtype)
+
+
+def _gemm_cases():
+    M, K, N = 32, 40, 24
+    for va, vb, bias, out, dt in itertools.product(VARIANTS[:5], VARIANTS[:5], (False, True),
+                                                   OUT, (torch.bfloat16, torch.float16)):
+        a, b = _t((M, K), va, dt), _t((K, N), vb, dt)
+        yield "gemm", (a, b, torch.zeros(N, dtype=dt) if bias else None, out)
+
+
+def _grouped_cases():
+    G, M, K, N = 3, 32, 40, 24
+    offs = torch.tensor([5, 5, 17], dtype=torch.int32)
+    for layout, va, vb, bias, out, dt in itertools.product(
+            ("2Dx3D", "3Dx2D", "2Dx2D", "3Dx3D"), VARIANTS, VARIANTS, (False, True),
+            OUT[:2], (torch.bfloat16, torch.float16)):
+        if layout == "2Dx3D":
+            a, b, o, bb = _t((M, K), va, dt), _t((G, K, N), vb, dt), offs, (G, N)
+        elif layout == "3Dx2D":
+            a, b, o, bb = _t((G, M, K), va, dt), _t((K, N), vb, dt), offs, (N,)
+        elif layout == "2Dx2D":
+            a, b, o, bb = _t((M, K), va, dt), _t((K, N), vb, dt), offs, (G, N)
+        else:
+            a, b, o, bb = _t((G, M, K), va, dt), _t((G, K, N), vb, dt), None, (G, N)
+        yield "grouped_mm", (a, b, o, torch.zeros(bb, dtype=dt) if bias else None, out)
+
+
+CASES = list(_gemm_cases()) + list(_grouped_cases())
+
+
+def _plan(op, args, cfg):
+    return launch.plan_gemm(*args, cfg) if op == "gemm" else launch.plan_grouped(*args, cfg)
+
+
+@pytest.mark.parametrize("cfg", CFGS, ids=lambda c: c.name)
+def test_specialization_is_what_the_plan_launches(cfg):
+    seen = {}
+    for op, args in CASES:
+        plan = _plan(op, args, cfg)
+        assert launch.specialization(op, args, cfg) == (plan.template, plan.spec), (op, args)
+        for k in ("a_k_major", "b_k_major", "has_bias"):
+            seen.setdefault((plan.template, k), set()).add(plan.spec[k])
+    # the cases reach both majors where the template allows both
+    for t in ("gemm", "3Dx3D"):
+        assert seen[(t, "a_k_major")] == seen[(t, "b_k_major")] == {True, False}
+    assert seen[("2Dx3D", "a_k_major")] == {True} and seen[("2Dx3D", "b_k_major")] == {True, False}
+    assert seen[("2Dx2D", "a_k_major")] == seen[("2Dx2D", "b_k_major")] == {False}
+    assert seen[("2Dx3D", "has_bias")] == {True, False}
+
+
+def test_specialization_of_known_layouts():
+    bf = torch.bfloat16
+    x, w = torch.zeros(32, 64, dtype=bf), torch.zeros(48, 64, dtype=bf)
+    cfg = CFGS[0]
+    assert launch.specialization("gemm", (x, w.t(), None, None), cfg) == (
+        "gemm", {"dtype": "bf16", "out_dtype": "bf16", "has_bias": False,
+                 "a_k_major": True, "b_k_major": True})  # NT: nn.Linear, no copy
+    assert launch.specialization("gemm", (x, w.t().contiguous(), None, torch.float32),
+                                 cfg)[1]["b_k_major"] is False  # NN
+    a3, b2 = torch.zeros(4, 16, 64, dtype=bf), torch.zeros(64, 40, dtype=bf)
+    offs = torch.tensor([8, 8, 30, 40], dtype=torch.int32)
+    template, spec = launch.specialization("grouped_mm", (a3, b2, offs, torch.zeros(40, dtype=bf),
+                                                          None), cfg)
+    assert template == "2Dx3D" and spec["has_bias"] is False  # 3Dx2D's bias is added on the host
+    assert launch.specialization("grouped_mm", (a3, b2, offs), cfg) == (template, spec)
+
+
+def test_group_stride_not_a_multiple_of_8_is_copied():
+    a = _t((3, 20, 40), "group_odd", torch.bfloat16)
+    assert a.stride(-2) % 8 == 0 and a.stride(0) % 8 != 0
+    b = torch.zeros(3, 40, 24, dtype=torch.bfloat16)
+    plan = launch.plan_grouped(a, b, None, None, None, CFGS[0])
+    assert plan.spec["a_k_major"] and plan.named()["sag"] % 8 == 0  # a K-major copy
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_specialization_allocates_and_copies_nothing():
+    for op, args in CASES[::7]:
+        with _Ops() as seen:
+            launch.specialization(op, args, CFGS[0])
+        assert all(f.is_view for f in seen.ops), [str(f) for f in seen.ops if not f.is_view]
