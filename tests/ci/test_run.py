@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from xvendor.ci import matrix as ci_matrix
 from xvendor.ci import run as ci_run
 
 pytestmark = pytest.mark.l1  # runs pytest in a subprocess on a real project
@@ -33,6 +34,24 @@ def test_example_consumer_passes_with_the_plugin_and_leaves_reports(tmp_path):
     assert "needs a device of arch gfx950; present: no accelerator" in md
     html = (tmp_path / "report.html").read_text()
     assert html.startswith("<!doctype html>") and "needs a ROCm build of torch" in html
+
+
+def test_a_run_told_its_cell_checks_it_and_runs_the_cells_tiers(tmp_path, monkeypatch, capsys):
+    matrix = tmp_path / "matrix.toml"  # the consumer's cpu cell, on this Python
+    matrix.write_text((CONSUMER / "ci" / "matrix.toml").read_text().replace(
+        'python = "3.11"', f'python = "{sys.version_info[0]}.{sys.version_info[1]}"'))
+    cell = ci_matrix.load(matrix).cells[0]
+    assert cell.vendor == "cpu" and cell.tiers == ("l0", "l1")
+    # This venv's torch may be any build; the cell says cpu.
+    monkeypatch.setattr(ci_run, "_torch_version", lambda: "2.15.0+cpu")
+    monkeypatch.chdir(CONSUMER)
+    rc = ci_run.run(None, str(tmp_path / "r"), matrix_file=str(matrix), cell_name=cell.name)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"xvendor ci run: cell {cell.name}" in out and "--xv-tier l0,l1" in out
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"Cell: {cell.name}; tiers run: l0, l1" in md
+    assert "## Installed vs the cell" in md and "| torch | 2.15.0+cpu | torch==2.15.*" in md
 
 
 def test_a_failing_test_fails_the_run(tmp_path):
