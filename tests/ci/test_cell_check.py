@@ -43,8 +43,8 @@ def installed(monkeypatch):
     """Pretend installs: distribution -> version, plus "torch" -> torch.__version__."""
     have = {"torch": "2.15.0+cpu", "triton": "3.9.0", "intel-sycl-rt": "2026.2.0",
             "intel-opencl-rt": "2026.2.1", "pytorch-triton-rocm": "3.9.0", "flydsl": "0.3.4.1"}
-    monkeypatch.setattr(ci_run, "_torch_version", lambda: have["torch"])
-    monkeypatch.setattr(ci_run, "_dist_version", lambda d: have.get(d))
+    monkeypatch.setattr(ci_run, "torch_version", lambda: have["torch"])
+    monkeypatch.setattr(ci_run, "dist_version", lambda d: have.get(d))
     return have
 
 

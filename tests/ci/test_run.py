@@ -43,7 +43,7 @@ def test_a_run_told_its_cell_checks_it_and_runs_the_cells_tiers(tmp_path, monkey
     cell = ci_matrix.load(matrix).cells[0]
     assert cell.vendor == "cpu" and cell.tiers == ("l0", "l1")
     # This venv's torch may be any build; the cell says cpu.
-    monkeypatch.setattr(ci_run, "_torch_version", lambda: "2.15.0+cpu")
+    monkeypatch.setattr(ci_run, "torch_version", lambda: "2.15.0+cpu")
     monkeypatch.chdir(CONSUMER)
     rc = ci_run.run(None, str(tmp_path / "r"), matrix_file=str(matrix), cell_name=cell.name)
     out = capsys.readouterr().out

@@ -86,7 +86,7 @@ def test_program_reads_and_hashes_its_files_once(sycl_device, monkeypatch):
     no read of the source or the headers and no content hash (NOTE [source snapshots])."""
     first = runtime.program("topk", sycl_device)
     calls = {"read": 0, "key": 0}
-    read, key = runtime.Path.read_text, runtime._cache_key
+    read, key = runtime.Path.read_text, runtime.cache_key
 
     def counted_read(self, *a, **kw):
         calls["read"] += 1
@@ -96,7 +96,7 @@ def test_program_reads_and_hashes_its_files_once(sycl_device, monkeypatch):
         calls["key"] += 1
         return key(*a, **kw)
     monkeypatch.setattr(runtime.Path, "read_text", counted_read)
-    monkeypatch.setattr(runtime, "_cache_key", counted_key)
+    monkeypatch.setattr(runtime, "cache_key", counted_key)
     hits = runtime.stats()["memory_hits"]
     assert all(runtime.program("topk", sycl_device) is first for _ in range(5))
     assert calls == {"read": 0, "key": 0}

@@ -147,6 +147,6 @@ def test_k_zero_launches_nothing(launches):
 
 def test_too_long_rows_are_refused_before_any_copy(monkeypatch):
     from xvendor.xpu import backend
-    monkeypatch.setattr(backend, "_TOPK_MAX_ROW", 100)
+    monkeypatch.setattr(backend, "TOPK_MAX_ROW", 100)
     with pytest.raises(ValueError, match="rows under 100 entries"):
         backend.topk(torch.randn(2, 100), 3)

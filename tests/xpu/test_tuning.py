@@ -16,7 +16,6 @@ pytestmark = pytest.mark.l1
 
 def test_tune_store_serve_on_the_cpu_sycl_device(sycl_device, poisoned, tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
     info = devices.detect("cpu")
     gen = torch.Generator().manual_seed(7)
     argsets = [(torch.randn(192, 256, generator=gen), torch.randn(256, 160, generator=gen),
@@ -31,7 +30,6 @@ def test_tune_store_serve_on_the_cpu_sycl_device(sycl_device, poisoned, tmp_path
         key.__class__(**{**key.__dict__, "backend": "sycl"}))
     assert served.config_name == res.winner.name and served.measured
     # The dispatch layer serves it: the sycl gemm now launches the winner's tile.
-    serve._stores.clear()
     registry.reset()
     a, b = torch.randn(180, 256), torch.randn(256, 160)  # same shape class (M bucket 256)
     out = xvendor.gemm(a, b, backend="sycl")
@@ -58,7 +56,6 @@ class _TwoTiles:
 
 def test_grouped_mm_tuning_is_served_too(sycl_device, poisoned, tmp_path, monkeypatch):
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    serve._stores.clear()
     info = devices.detect("cpu")
     gen = torch.Generator().manual_seed(3)
     offs = torch.tensor([60, 60, 150, 200], dtype=torch.int32)  # an empty group
@@ -68,7 +65,6 @@ def test_grouped_mm_tuning_is_served_too(sycl_device, poisoned, tmp_path, monkey
     tunable = _TwoTiles({"wg16x16_r4x4_k64", "wg8x16_r4x4_k64"})
     res = tuner.tune("grouped_mm", "sycl", tunable, info, key, argsets, serve.store_for(info))
     assert sum(r.status == "timed" for r in res.rows) == 2, [(r.name, r.status) for r in res.rows]
-    serve._stores.clear()
     registry.reset()
     a, w = torch.randn(190, 128), torch.randn(4, 128, 96)
     out = xvendor.grouped_mm(a, w, torch.tensor([50, 50, 140, 190], dtype=torch.int32),

@@ -48,21 +48,21 @@ def detect_capabilities() -> Capabilities:
     tools = {}
     for name, variants in ci_matrix.TOOLCHAIN_PACKAGES.items():
         dists = dict.fromkeys(d for ds in variants.values() for d in ds)
-        found = next((v for v in map(_dist_version, dists) if v is not None), None)
+        found = next((v for v in map(dist_version, dists) if v is not None), None)
         if found is not None:
             tools[name] = found
     return Capabilities([i.vendor for i in infos], [i.arch for i in infos], tools,
                         ".".join(platform.python_version_tuple()[:2]))
 
 
-def _dist_version(dist: str) -> str | None:
+def dist_version(dist: str) -> str | None:
     try:
         return md.version(dist)
     except md.PackageNotFoundError:
         return None
 
 
-def _torch_version() -> str:
+def torch_version() -> str:
     # torch.__version__, not the distribution's: PyPI's wheels leave the build label
     # (+cu132) out of their metadata.
     try:
@@ -84,7 +84,7 @@ def check_cell(cell: ci_matrix.Cell) -> list[VersionCheck]:
     """What this environment has against what ``cell`` says, one row per cell field that
     an install decides."""
     runtime = ci_matrix.RUNTIMES[cell.runtime]
-    py, machine, torch = platform.python_version(), platform.machine(), _torch_version()
+    py, machine, torch = platform.python_version(), platform.machine(), torch_version()
     rows = [VersionCheck("python", cell.python, py,
                          ci_matrix.version_matches(py, cell.python)),
             VersionCheck("machine", cell.machine, machine, machine == cell.machine),
@@ -94,7 +94,7 @@ def check_cell(cell: ci_matrix.Cell) -> list[VersionCheck]:
                          and torch.partition("+")[2] == runtime.local)]
     for name, version in cell.toolchains.items():
         for dist in ci_matrix.packages(name, cell.runtime):
-            have = _dist_version(dist)
+            have = dist_version(dist)
             wanted = ci_matrix.pin(dist, version) + ("" if dist == name else f" ({name})")
             rows.append(VersionCheck(dist, wanted, have,
                                      have is not None and ci_matrix.version_matches(have, version)))
@@ -107,8 +107,8 @@ def installed_versions() -> list[VersionCheck]:
                           for ds in variants.values() for d in ds)
     return [VersionCheck("python", "", platform.python_version()),
             VersionCheck("machine", "", platform.machine()),
-            VersionCheck("torch", "", _torch_version()),
-            *(VersionCheck(d, "", _dist_version(d)) for d in dists)]
+            VersionCheck("torch", "", torch_version()),
+            *(VersionCheck(d, "", dist_version(d)) for d in dists)]
 
 
 def format_versions(rows: list[VersionCheck]) -> str:

@@ -43,7 +43,7 @@ _ROW_WG = 128  # work-items per row for rms_norm
 # 64 is 20% slower than 16 on 64-expert router rows, 256 twice as slow there; 64 also gives a
 # GPU work-group some width on long rows.
 _TOPK_WG = 64
-_TOPK_MAX_ROW = 1 << 31
+TOPK_MAX_ROW = 1 << 31
 P, I64, I32, F32 = runtime.PTR, runtime.I64, runtime.I32, runtime.F32
 
 
@@ -238,9 +238,9 @@ def rms_norm(x, weight=None, eps=None):
 def topk(x, k, dim=-1, largest=True, sorted=True):
     xl = x.movedim(dim, -1)
     n = xl.shape[-1]
-    if n >= _TOPK_MAX_ROW:
+    if n >= TOPK_MAX_ROW:
         raise ValueError(f"sycl topk: rows of {n} entries; the kernel keeps positions in a row in "
-                         f"32-bit integers (rows under {_TOPK_MAX_ROW} entries)")
+                         f"32-bit integers (rows under {TOPK_MAX_ROW} entries)")
     lead = xl.shape[:-1]
     values = torch.empty((*lead, k), dtype=x.dtype, device=x.device)
     indices = torch.empty((*lead, k), dtype=torch.int64, device=x.device)

@@ -221,7 +221,7 @@ def _build_once(lib, queue, source, options, n_arr, b_arr, n_inc, label) -> int:
     return handle
 
 
-def _cache_key(source: str, includes: dict, options: tuple, queue: Queue) -> str:
+def cache_key(source: str, includes: dict, options: tuple, queue: Queue) -> str:
     h = hashlib.sha256()
     for part in (source, repr(sorted(includes.items())), repr(options), queue.device_key,
                  repr(sorted(environment.runtime_versions().items()))):
@@ -233,7 +233,7 @@ def build(source: str, *, label: str, queue: Queue, includes: dict | None = None
           options: tuple = ()) -> Program:
     """Compile SYCL ``source`` for ``queue``'s device (cached); raises CompileError."""
     includes = includes or {}
-    key = _cache_key(source, includes, tuple(options), queue)
+    key = cache_key(source, includes, tuple(options), queue)
     prog = _programs.get(key)
     if prog is not None:
         _stats["memory_hits"] += 1
