@@ -180,6 +180,23 @@ def test_untuned_backend_gets_no_config_keyword():
     torch.testing.assert_close(xvendor.gemm(a, b), a @ b)  # reference.gemm takes no config=
 
 
+def test_a_backend_that_does_not_check_its_inputs_never_sees_bad_ones():
+    """Only kernels whose record says they check their inputs (aten's gemm) are trusted to;
+    any other decided backend gets the op's argument filter on every plain call."""
+    mod = _install_backend("unchecked", {}, defaults={"gemm": {"cpu"}}, evidence="test",
+                           priority=5)
+    mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
+    a, b = _ab()
+    xvendor.gemm(a, b)  # the decision is cached now
+    assert len(mod.CALLS) == 1
+    with pytest.raises(xvendor.ArgumentError, match="inner dimensions must match"):
+        xvendor.gemm(a, torch.randn(5, 6))
+    assert len(mod.CALLS) == 1  # refused before the kernel
+    assert not registry.decide("gemm", a.device, a.dtype, (a, b, None, None)).checks_inputs
+    registry.reset(configuration=True)
+    assert registry.decide("gemm", a.device, a.dtype, (a, b, None, None)).checks_inputs
+
+
 def test_decisions_are_cached():
     a, b = _ab()
     args = (a, b, None, None)

@@ -27,6 +27,14 @@ _ACC = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
 
 def gemm(a, b, bias=None, out_dtype=None):
+    # torch.mm checks ranks, sizes, dtypes and devices, except that mm(cpu, meta) returns an
+    # uninitialized CPU tensor: refused here, so the registry may trust this kernel's checks
+    # (Backend.checks_inputs; decisions for meta devices never trust it) and skip the op's
+    # per-call argument filter.
+    if b.is_meta and not a.is_meta:
+        raise RuntimeError("gemm: b is a meta tensor, a is not")
+    if bias is None and out_dtype is None:
+        return torch.mm(a, b)
     if out_dtype is None or out_dtype == a.dtype:
         return torch.mm(a, b) if bias is None else torch.addmm(bias.to(a.dtype), a, b)
     acc = _ACC.get(a.dtype, a.dtype)

@@ -101,10 +101,13 @@ class Backend:
     priority: int = 0  # among several defaults for one arch, higher is tried first
     gate_identity: str | None = None
     tunable: str | None = None
+    # Ops whose kernels here reject every input the op's check rejects (but the dtype,
+    # checked when a decision is made): plain calls then skip the per-call argument filter.
+    checks_inputs: frozenset = frozenset()
 
     def __post_init__(self):
         for attr in ("ops", "device_types", "vendors", "archs", "dtypes",
-                     "explicit_device_types"):
+                     "explicit_device_types", "checks_inputs"):
             object.__setattr__(self, attr, frozenset(getattr(self, attr)))
         object.__setattr__(self, "defaults",
                            {op: frozenset(archs) for op, archs in self.defaults.items()})
@@ -159,7 +162,9 @@ _BUILTIN = (
             device_types={"cpu", "cuda", "xpu", "mps", "meta"},
             dtypes=FLOAT_DTYPES | {torch.float64}, defaults={"*": {"*"}},
             evidence="the reference: correct everywhere; cuBLAS/hipBLASLt/oneDNN behind it",
-            priority=-100),
+            priority=-100,
+            # torch.mm checks ranks, inner sizes, dtypes and devices: tests/test_registry.py
+            checks_inputs={"gemm"}),
     Backend(name="triton", module="xvendor.triton.backend", ops={"gemm", "grouped_mm"},
             device_types={"cuda"}, explicit_device_types={"cpu"},  # cpu: interpreter only
             dtypes=FLOAT_DTYPES, defaults={"grouped_mm": {"gfx942", "gfx950", "gfx1250"}},
@@ -204,6 +209,7 @@ class Decision:
     config: dict | None = None  # the tuned config the kernel receives (None: its default)
     kernel: Callable | None = field(default=None, repr=False)  # resolved by decide()
     shape_class: tuple | None = None
+    checks_inputs: bool = False  # the kernel rejects every bad input itself (resolved too)
 
     def __str__(self) -> str:
         cfg = f" [tuned config {self.config.get('name', self.config)}]" if self.config else ""
@@ -520,6 +526,8 @@ def _bind(dec: Decision) -> Decision:
         def fn(*args):
             return plain(*args, config=config)
     dec.kernel = _gate.wrap(dec, fn)
+    dec.checks_inputs = (dec.op in _state.backends[dec.backend].checks_inputs
+                         and dec.device.device.type != "meta")
     return dec
 
 
@@ -544,8 +552,14 @@ def dispatch(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
     return dispatcher(op)(device, dtype, args, backend)
 
 
-def dispatcher(op: str) -> Callable:
+def dispatcher(op: str, check: Callable | None = None) -> Callable:
     """``dispatch`` for one op, as a closure an op module keeps (NOTE [dispatch cost]).
+
+    With ``check`` (the op's argument rules), the closure takes unchecked arguments: it
+    runs ``check`` on every call, except where the decided backend's record says its
+    kernel rejects every bad input itself (``Backend.checks_inputs``); there ``check``
+    runs when the decision is made (the dtype is part of its key) and after a kernel
+    error, so bad input still surfaces as the op's ``ArgumentError``.
 
     NOTE [dispatch cost]: the eager budget is ~2 µs per call over the kernel, so the hot
     path is one context-variable read, one 3-tuple and one lookup in a per-op dictionary;
@@ -554,18 +568,46 @@ def dispatcher(op: str) -> Callable:
     fast = _fast_decisions.setdefault(op, {})
     state, requested_var = _state, _requested
 
-    def run(device, dtype, args, backend=None):
+    def miss(device, dtype, args, requested):
+        if check is not None:
+            check(*args)
+        dec = decide(op, device, dtype, args, requested)
+        if state.tuned_lookup is None:  # shape-blind decisions: one per 3-tuple
+            fast[(device, dtype, requested)] = dec
+        return dec
+
+    def failed(dec, args, e):
+        if check is not None:
+            try:
+                check(*args)
+            except Exception as bad:  # the caller's bad input, named by the op
+                raise bad from None
+        return _fall_back(dec, args, e)
+
+    if check is None:
+        def run(device, dtype, args, backend=None):
+            requested = backend or requested_var.get() or state.env_backend
+            dec = fast.get((device, dtype, requested)) if state.tuned_lookup is None else None
+            if dec is None:
+                dec = miss(device, dtype, args, requested)
+            try:
+                return dec.kernel(*args)
+            except Exception as e:
+                return failed(dec, args, e)
+        return run
+
+    def run_checked(device, dtype, args, backend=None):
         requested = backend or requested_var.get() or state.env_backend
         dec = fast.get((device, dtype, requested)) if state.tuned_lookup is None else None
         if dec is None:
-            dec = decide(op, device, dtype, args, requested)
-            if state.tuned_lookup is None:  # shape-blind decisions: one per 3-tuple
-                fast[(device, dtype, requested)] = dec
+            dec = miss(device, dtype, args, requested)
+        elif not dec.checks_inputs:
+            check(*args)
         try:
             return dec.kernel(*args)
         except Exception as e:
-            return _fall_back(dec, args, e)
-    return run
+            return failed(dec, args, e)
+    return run_checked
 
 
 def _fall_back(dec: Decision, args: tuple, exc: Exception):

@@ -64,6 +64,25 @@ def test_bad_input_names_argument_and_rule(args, match, path):
         fn(*args)
 
 
+@pytest.mark.parametrize("a,b,match", [
+    (torch.randn(3, 4), torch.randn(5, 6), r"b inner dimensions must match"),
+    (torch.randn(3), torch.randn(3, 2), r"a must be 2-D"),
+    (torch.randn(3, 4), torch.randn(2, 4, 2), r"b must be 2-D"),
+    (torch.randn(3, 4), torch.randn(4, 2).half(), r"b dtype must equal a's dtype"),
+    (torch.randn(3, 4), torch.randn(4, 2).double(), r"b dtype must equal a's dtype"),
+    (torch.randn(3, 4), torch.randn(4, 2, device="meta"), r"b must be on the same device"),
+    (torch.randn(3, 4, device="meta"), torch.randn(4, 2), r"b must be on the same device"),
+])
+def test_bad_plain_call_after_a_cached_decision_is_an_argument_error(a, b, match):
+    """The aten decision trusts torch.mm's own checks on plain calls (Backend.checks_inputs):
+    with the decision cached, bad input must still be our ArgumentError, not torch's."""
+    xvendor.gemm(torch.randn(2, 4), torch.randn(4, 2))  # the (cpu, float32) decision exists
+    with pytest.raises(xvendor.ArgumentError, match=match) as info:
+        xvendor.gemm(a, b)
+    assert info.value.__cause__ is None  # and no "during handling of" chain shown:
+    assert info.value.__suppress_context__ or info.value.__context__ is None
+
+
 def test_non_tensor_argument():
     with pytest.raises(xvendor.ArgumentError, match="b must be a torch.Tensor, got list"):
         xvendor.gemm(torch.randn(3, 4), [[1.0]])

@@ -21,7 +21,20 @@ from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dis
 
 OP = "gemm"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-dispatch = dispatcher(OP)
+
+
+def _check_plain(a, b, bias, out_dtype) -> None:
+    """``check`` of a call without bias and out_dtype: a positive filter for the common
+    call (it implies every rule of ``check``), the full check with its precise errors
+    otherwise."""
+    dt = a.dtype
+    if not (a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0] and dt in FAST_DTYPES
+            and b.dtype is dt and b.device == a.device):
+        check(a, b)
+
+
+dispatch = dispatcher(OP)  # for checked arguments
+dispatch_plain = dispatcher(OP, check=_check_plain)
 
 
 def check(a, b, bias=None, out_dtype=None) -> None:
@@ -82,11 +95,8 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
             a.requires_grad or b.requires_grad or _compiling() or _fn_mode()
             or _dispatch_modes() or _functorch() or _profiling()):  # fast_path_open(), inline
         dev, dt = a.device, a.dtype
-        # A positive filter for the common call: it implies every rule of check().
-        if bias is None and out_dtype is None and a.ndim == 2 and b.ndim == 2 \
-                and a.shape[1] == b.shape[0] and dt in FAST_DTYPES and b.dtype is dt \
-                and b.device == dev:
-            return dispatch(dev, dt, (a, b, None, None), backend)
+        if bias is None and out_dtype is None:  # checked in there (NOTE [dispatch cost])
+            return dispatch_plain(dev, dt, (a, b, None, None), backend)
         if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
             check(a, b, bias, out_dtype)
             return dispatch(dev, dt, (a, b, bias, out_dtype), backend)
