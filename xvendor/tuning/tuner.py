@@ -1,9 +1,11 @@
 """Tune one problem: prune, rank, gate, time, store.
 
-A backend is tunable when its module exposes ``TUNABLE``, an object with
+A backend is tunable when its ``Backend`` record names a ``tunable`` ("module:attribute"),
+an object with
     candidates(op, info, key) -> list[Candidate]      the config space for this chip
     run(op, config, args) -> output                   one launch with that config
-and optionally ``records(op, info) -> list[dict]`` (cross-compile records for pruning).
+(``registry.tunable(name)`` loads it). Each candidate may carry its cross-compile record
+(for pruning).
 
 NOTE [tuning loop]: candidates -> static pruning (compile records, tile fit) -> analytical
 ranking -> top-k -> for each, the correctness gate (the output against the fp64 oracle on
