@@ -181,7 +181,8 @@ _BUILTIN = (
                      "TFLOPS vs Triton ~740-900 (torch PR 194032). gfx1250: no public "
                      "numbers, so no default there",
             probe="xvendor.rocm.backend:probe", priority=10,
-            gate_identity="xvendor.rocm.backend:gate_identity"),
+            gate_identity="xvendor.rocm.backend:gate_identity",
+            tunable="xvendor.rocm.tunable:TUNABLE"),
     Backend(name="sycl", module="xvendor.xpu.backend",
             ops={"gemm", "grouped_mm", "rms_norm", "topk"}, device_types={"xpu"},
             explicit_device_types={"cpu"},  # cpu: through the OpenCL CPU SYCL device

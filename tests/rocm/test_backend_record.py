@@ -80,3 +80,23 @@ def test_config_spaces_are_data_and_big_enough():
                 assert c.block_m % (c.warps_m * c.mma) == 0 and c.block_n % (c.warps_n * c.mma) == 0
                 need = mod.lds_bytes(c) if hasattr(mod, "lds_bytes") else c.lds_bytes()
                 assert need <= lds, (arch, c.name, need)
+
+
+@pytest.mark.l1
+def test_flydsl_is_tunable_up_to_ranking_without_the_chip():
+    """The tuner's view of the backend: the arch's space with its real code objects, pruned
+    and ranked by the model. Timing needs the chip (the probe keeps the backend out of
+    `xvendor tune` here), so the loop stops at ranking on this machine."""
+    from xvendor.tuning import model
+    from xvendor.tuning.tune_cli import tunable_backends
+    tun = registry.tunable("flydsl")
+    info = devices.hypothetical("gfx950")
+    cands = tun.candidates("grouped_mm", info, None)
+    assert {c.name for c in cands} == {c.name for c in configs.SPACES["gfx950"]["grouped_mm"]}
+    assert all(c.record["ok"] and c.record["spills"] == 0 for c in cands)
+    kept, dropped = model.prune([dict(c.record, config=c.config, config_name=c.name)
+                                 for c in cands], 32768, 4096, 7168, 256)
+    ranked = model.rank(kept, 32768, 4096, 7168, 256, "bfloat16", "gfx950")
+    assert ranked and ranked[0][0] > 0
+    assert tun.default_name("gfx950", "grouped_mm") == configs.default("gfx950", "grouped_mm").name
+    assert "flydsl" not in tunable_backends("grouped_mm", info, torch.bfloat16)  # no device

@@ -44,3 +44,48 @@ def test_export_store_writes_only_flydsl_winners(tmp_path):
     assert data["identity"]["name"] == "xvendor-grouped-mm"
     assert data["identity"]["key"]["M"] == 32768 and data["identity"]["device"]["arch"] == "gfx950"
     assert data["config"] == {"block_m": 256, "block_n": 128, "stages": 3}
+
+
+def test_predicted_winners_export_marked_and_flydsl_loads_them(tmp_path, capsys):
+    """On a machine without the chip, the shipped predictions are what there is to export:
+    written for the named chip, marked predicted, and accepted by FlyDSL's own loader."""
+    import json
+
+    from flydsl.autotune import Autotuner, Config
+
+    from xvendor import cli
+    out = tmp_path / "fly"
+    assert cli.main(["tune", "--export-flydsl", str(out), "--arch", "gfx950"]) == 0
+    assert "(predicted)" in capsys.readouterr().out
+    paths = sorted(out.glob("*.json"))
+    assert len(paths) == 11  # one per shipped shape
+    data = [json.loads(p.read_text()) for p in paths]
+    assert {d["provenance"]["kind"] for d in data} == {"predicted"}
+    assert {d["identity"]["device"]["arch"] for d in data} == {"gfx950"}
+    assert {d["identity"]["device"]["compute_units"] for d in data} == {256}
+    first = next(d for d in data if d["identity"]["name"] == "xvendor-grouped-mm")
+
+    def kernel(a, b, M: int, N: int, K: int, G: int, dtype: str, layout: str, **compile_opts):
+        return a
+
+    tuner = Autotuner(kernel, [Config(block_m=64)], ["M", "N", "K", "G", "dtype", "layout"],
+                      1, 1, artifact_name="xvendor-grouped-mm")
+    key = first["identity"]["key"]
+    path = next(p for p, d in zip(paths, data) if d is first)
+    cfg = tuner._load_artifact((path, first["identity"]), ("a", "b", key["M"], key["N"],
+                                                             key["K"], key["G"],
+                                                             key["dtype"], key["layout"]), {})
+    assert cfg is not None and cfg.all_kwargs()["block_m"] == first["config"]["block_m"]
+
+
+def test_nothing_to_export_is_refused_and_writes_nothing(tmp_path, capsys):
+    from xvendor import cli
+    out = tmp_path / "fly"
+    assert cli.main(["tune", "--export-flydsl", str(out), "--device", "cpu"]) == 1
+    assert "no flydsl winner" in capsys.readouterr().out and not out.exists()
+    # gfx1250's CU count is not published: predictions have no device identity to match
+    assert cli.main(["tune", "--export-flydsl", str(out), "--arch", "gfx1250"]) == 1
+    assert "CU count" in capsys.readouterr().out and not out.exists()
+    assert cli.main(["tune", "--export-flydsl", str(out), "--arch", "gfx1250",
+                     "--cus", "256", "--product", "AMD Instinct MI455X"]) == 0
+    assert len(list(out.glob("*.json"))) == 11

@@ -17,20 +17,24 @@ pytestmark = pytest.mark.l0
 def test_tables_exist_with_provenance_and_cover_the_shapes(arch):
     data = json.loads((SHIPPED / f"{arch}-anycu.json").read_text())
     assert data["arch"] == arch and data["cus"] == 0
-    assert len(data["entries"]) == len(shipped.SHAPES)
+    assert len(data["entries"]) == len(shipped.SHAPES) * len(shipped.TOOLCHAINS)
     for key, w in data["entries"].items():
         k = ProblemKey.parse(key)
-        assert k.arch == arch and k.backend == "triton"  # never a "*" default from a guess
+        # one entry per toolchain and shape; never a "*" default from a guess
+        assert k.arch == arch and k.backend in shipped.TOOLCHAINS and w["backend"] == k.backend
         assert w["provenance"]["kind"] == "predicted" and w["measured_us"] is None
         assert w["predicted_us"] > 0
 
 
 @pytest.mark.parametrize("arch", ["gfx950", "gfx1250"])
 def test_shipped_configs_passed_the_cross_compile_checks(arch):
-    from xvendor.triton import configs
+    from xvendor.rocm import configs as flydsl_configs
+    from xvendor.triton import configs as triton_configs
+    spaces = {"triton": triton_configs, "flydsl": flydsl_configs}
     data = json.loads((SHIPPED / f"{arch}-anycu.json").read_text())
-    names = {c.name for t in ("gemm", "grouped_mm") for c in configs.candidates(arch, t)}
     for w in data["entries"].values():
+        configs = spaces[w["backend"]]
+        names = {c.name for t in ("gemm", "grouped_mm") for c in configs.candidates(arch, t)}
         assert w["config_name"] in names  # a config of that arch's space
         assert configs.Config(**w["config"]).name == w["config_name"]
 
@@ -45,3 +49,25 @@ def test_served_to_a_real_chip_of_that_arch_whatever_its_cu_count(tmp_path, monk
     assert serve.lookup("grouped_mm", info, torch.bfloat16, sc) is None  # no "*" from a guess
     other = devices.hypothetical("gfx942")
     assert serve.config_for("triton", "grouped_mm", other, torch.bfloat16, sc) is None
+    fly = serve.config_for("flydsl", "grouped_mm", info, torch.bfloat16, sc)
+    assert fly is not None and fly.provenance["kind"] == "predicted"
+    assert fly.provenance["from"].startswith("flydsl cross-compile records")
+
+
+def test_generate_ranks_each_toolchains_own_records():
+    """The loop up to ranking: pruned by the records, ranked by the model, per toolchain."""
+    def records(toolchain, arch, template):
+        ok = {"ok": True, "occupancy": 2}
+        return [dict(ok, config_name=f"{toolchain}-small", config={"block_m": 16,
+                     "block_n": 16, "block_k": 16}),
+                dict(ok, config_name=f"{toolchain}-big", config={"block_m": 128,
+                     "block_n": 128, "block_k": 64}),
+                {"ok": False, "reason": "spills", "config_name": f"{toolchain}-spills",
+                 "config": {"block_m": 256, "block_n": 256, "block_k": 64}}]
+    data = shipped.generate("gfx950", records_for=records)
+    picked = {(ProblemKey.parse(k).backend, ProblemKey.parse(k).m, ProblemKey.parse(k).n):
+              w["config_name"] for k, w in data["entries"].items()}
+    for tc in ("triton", "flydsl"):
+        assert picked[(tc, 32768, 4096)] == f"{tc}-big"  # a big MoE problem: the big tile
+        assert picked[(tc, 64, 8192)] == f"{tc}-small"  # decode: 128 rows > 64 is pruned
+    assert not any(name.endswith("-spills") for name in picked.values())

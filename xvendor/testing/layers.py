@@ -13,7 +13,8 @@ call):
 3. ``ops``                                         the op descriptions, one dispatch path
 4. ``reference``, ``triton``, ``rocm``, ``xpu``   the backends (layer 1 only)
 5. ``tuning``, ``distributed``, ``ci``, ``testing``, ``explain``, ``selfcheck``, ``events``,
-   ``mempool``, ``weight_channel``, ``triton.tunable`` (the tuner's view of a backend),
+   ``mempool``, ``weight_channel``, ``triton.tunable`` and ``rocm.tunable`` (the tuner's
+   view of a backend),
    ``xpu.check`` (the SYCL section of ``xvendor check``)
 6. ``cli``, the package ``__init__``
 """
@@ -31,7 +32,7 @@ _LAYER_OF = {  # longest matching prefix wins
     "xvendor.registry": 2, "xvendor.gate": 2,
     "xvendor.ops": 3,
     "xvendor.reference": 4, "xvendor.triton": 4, "xvendor.rocm": 4, "xvendor.xpu": 4,
-    "xvendor.triton.tunable": 5, "xvendor.xpu.check": 5, "xvendor.tuning": 5, "xvendor.distributed": 5,
+    "xvendor.triton.tunable": 5, "xvendor.rocm.tunable": 5, "xvendor.xpu.check": 5, "xvendor.tuning": 5, "xvendor.distributed": 5,
     "xvendor.ci": 5, "xvendor.testing": 5, "xvendor.explain": 5, "xvendor.selfcheck": 5,
     "xvendor.events": 5, "xvendor.mempool": 5, "xvendor.weight_channel": 5,
     "xvendor.cli": 6, "xvendor": 6,

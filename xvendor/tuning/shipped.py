@@ -1,9 +1,11 @@
 """Shipped tuning tables: analytical defaults for gfx950 and gfx1250, until measured.
 
-For the common MoE and dense shapes below, each arch's Triton config space is pruned with
-the real cross-compile records (``xvendor compile``: spills, LDS, matrix instruction) and
-ranked with the analytical model (``model``); the top prediction is written to
-``tables/<arch>-anycu.json`` with provenance ``{"kind": "predicted"}``. The tables hold
+For the common MoE and dense shapes below, each arch's Triton and FlyDSL config spaces are
+pruned with the real cross-compile records (``xvendor compile``: spills, LDS, matrix
+instruction) and ranked with the analytical model (``model``): the tuning loop up to its
+ranking step, which is as far as it goes without the chip. The top prediction per
+(toolchain, shape) is written to ``tables/<arch>-anycu.json`` with provenance
+``{"kind": "predicted"}``. The tables hold
 per-backend config entries only: a prediction never makes a backend the dispatch default
 (that needs a measurement, ``xvendor tune`` on the chip, which then overrides them).
 
@@ -42,27 +44,32 @@ SHAPES = [
 ]
 
 
-def _records(arch: str, template: str) -> list[dict]:
+TOOLCHAINS = ("triton", "flydsl")  # backend name == cross-compile toolchain name here
+
+
+def _records(toolchain: str, arch: str, template: str) -> list[dict]:
     from .sweep import sweep
-    return [r for r in sweep("triton", [arch], "all") if r.get("template") == template]
+    return [r for r in sweep(toolchain, [arch], "all") if r.get("template") == template]
 
 
-def generate(arch: str, records_for=_records) -> dict:
+def generate(arch: str, records_for=_records, toolchains=TOOLCHAINS) -> dict:
     entries = {}
-    for label, op, layout, m, n, k, groups in SHAPES:
-        recs = records_for(arch, op)
-        kept, _ = model.prune(recs, m, n, k, groups)
-        ranked = model.rank(kept, m, n, k, groups, "bfloat16", arch)
-        if not ranked:
-            continue
-        predicted, best = ranked[0]
-        key = ProblemKey(op, "triton", arch, ANY_CU, "*", "bfloat16", "bfloat16", layout,
-                         m, n, k, groups)
-        entries[str(key)] = asdict(Winner(
-            "triton", best["config"], best["config_name"], None, predicted,
-            {"kind": "predicted", "model": "xvendor.tuning.model v1", "shape": label,
-             "from": "cross-compile records (no spills, LDS within limit, MMA present)",
-             "date": datetime.date.today().isoformat()}))
+    for toolchain in toolchains:
+        for label, op, layout, m, n, k, groups in SHAPES:
+            recs = records_for(toolchain, arch, op)
+            kept, _ = model.prune(recs, m, n, k, groups)
+            ranked = model.rank(kept, m, n, k, groups, "bfloat16", arch)
+            if not ranked:
+                continue
+            predicted, best = ranked[0]
+            key = ProblemKey(op, toolchain, arch, ANY_CU, "*", "bfloat16", "bfloat16", layout,
+                             m, n, k, groups)
+            entries[str(key)] = asdict(Winner(
+                toolchain, best["config"], best["config_name"], None, predicted,
+                {"kind": "predicted", "model": "xvendor.tuning.model v1", "shape": label,
+                 "from": f"{toolchain} cross-compile records (no spills, LDS within limit, "
+                         "matrix instruction present)",
+                 "date": datetime.date.today().isoformat()}))
     return {"version": FILE_VERSION, "key_version": KEY_VERSION, "arch": arch, "cus": ANY_CU,
             "entries": entries}
 

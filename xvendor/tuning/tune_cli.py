@@ -14,6 +14,7 @@ its reason and skipped; the others are still tuned.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import torch
@@ -23,6 +24,7 @@ from rich.table import Table
 from .. import devices, registry
 from . import serve, tuner
 from .problem import ProblemKey, key_for
+from .store import TuningStore
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -36,8 +38,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, help="time only the k best predictions")
     p.add_argument("--device", help="default: the first accelerator, else cpu")
     p.add_argument("--export-flydsl", metavar="DIR",
-                   help="also write the chip's flydsl winners as FlyDSL offline-config "
-                        "artifacts (FLYDSL_AUTOTUNE_CONFIG_DIR) into DIR")
+                   help="also write the chip's flydsl winners (tuned, else the shipped "
+                        "predictions, marked so) as FlyDSL offline-config artifacts "
+                        "(FLYDSL_AUTOTUNE_CONFIG_DIR) into DIR")
+    p.add_argument("--arch", help="with --export-flydsl and no tuning: export for a chip of "
+                                  "this arch that is not here (its CU count and product from "
+                                  "the arch table, or --cus/--product)")
+    p.add_argument("--cus", type=int, help="with --arch: the chip's compute-unit count")
+    p.add_argument("--product", help="with --arch: the chip's product name as torch reports it")
     p.set_defaults(func=main)
     return p
 
@@ -149,7 +157,7 @@ def main(args) -> int:
                 with console.status(f"tuning {name} for {what}"):
                     res = tuner.tune(key.op, name, tunable, info, key, argsets, store,
                                      top_k=args.top_k, budget_s=args.budget,
-                                     default_name=getattr(tunable, "default_name", None))
+                                     default_name=_default_name(tunable, info, key))
             except Exception as e:
                 console.print(f"[yellow]{what} on {name}: skipped: {type(e).__name__}: {e}[/]")
                 skipped += 1
@@ -161,11 +169,36 @@ def main(args) -> int:
         console.print(f"xvendor tune: {tuned} winner(s) stored, {skipped} skipped, "
                       f"{len(keys)} problem(s)")
     if args.export_flydsl:
-        from .flydsl_export import export_store
-        paths = export_store(store, args.export_flydsl)
-        console.print(f"exported {len(paths)} flydsl winner(s) to {args.export_flydsl}")
-        status = 0 if not keys else status
+        status = _export(console, args, info, store, keys, status)
     return status
+
+
+def _export(console, args, info, store, keys, status) -> int:
+    from .flydsl_export import NothingToExport, export_store
+    product = info.product
+    if args.arch:
+        if keys:
+            raise SystemExit("xvendor tune: --arch exports for a chip that is not here; it "
+                             "cannot be combined with tuning (--from/--shape)")
+        spec = devices.arch_spec(args.arch)
+        cus, product = args.cus or spec.cus, args.product or spec.product
+        store = TuningStore(args.arch, cus)
+    try:
+        paths = export_store(store, args.export_flydsl, product=product)
+    except NothingToExport as e:
+        console.print(f"[red]xvendor tune --export-flydsl: {e}; nothing written[/]")
+        return 1
+    kinds = sorted({json.loads(p.read_text()).get("provenance", {}).get("kind", "?")
+                    for p in paths})
+    console.print(f"exported {len(paths)} flydsl winner(s) ({', '.join(kinds)}) to "
+                  f"{args.export_flydsl}")
+    return 0 if not keys else status
+
+
+def _default_name(tunable, info, key) -> str | None:
+    """The config the backend runs untuned: a name, or ``default_name(arch, op)``."""
+    name = getattr(tunable, "default_name", None)
+    return name(info.arch, key.op) if callable(name) else name
 
 
 def _print(console, backend, res) -> None:
