@@ -329,6 +329,8 @@ def _forget_decisions() -> None:
     _decisions.clear()
     for per_op in _fast_decisions.values():
         per_op.clear()
+
+
 _gate = Gate(lambda name: _state.backends.get(name), lambda op: _state.kernel(REFERENCE, op),
              load_attr)
 
@@ -549,8 +551,15 @@ def decide(op: str, device: torch.device, dtype: torch.dtype, args: tuple = (),
 
 def dispatch(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
              backend: str | None = None):
-    """THE call path of every op: decide (cached), run, fall back on error."""
-    return dispatcher(op)(device, dtype, args, backend)
+    """THE call path of every op: decide (cached), run, fall back on error. Ops keep their
+    own ``dispatcher(op)`` closure; this is the same path for callers that have none."""
+    run = _dispatchers.get(op)
+    if run is None:
+        run = _dispatchers[op] = dispatcher(op)
+    return run(device, dtype, args, backend)
+
+
+_dispatchers: dict[str, Callable] = {}
 
 
 def dispatcher(op: str, check: Callable | None = None) -> Callable:
