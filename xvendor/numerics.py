@@ -77,3 +77,121 @@ def topk_values(x, k, dim=-1, largest=True):
 def random_offs(sizes: list[int], device="cpu") -> torch.Tensor:
     """int32 cumulative ends for the given group sizes (zeros allowed: empty groups)."""
     return torch.tensor(sizes, dtype=torch.int64).cumsum(0).to(torch.int32).to(device)
+
+
+# --- quantize: an fp64 oracle from the OCP MX v1.0 formulas (frexp, not bit tricks) --------
+# (exponent bits, mantissa bits, max finite magnitude, emax_elem) per element format.
+QFORMATS = {torch.float8_e4m3fn: (4, 3, 448.0, 8), torch.float8_e5m2: (5, 2, 57344.0, 15),
+            torch.float4_e2m1fn_x2: (2, 1, 6.0, 2)}
+
+
+def _round_to_format(v: torch.Tensor, ebits: int, mbits: int, max_pos: float) -> torch.Tensor:
+    """fp64 values -> nearest (ties to even) value of the format, saturated to +-max_pos."""
+    a = v.abs()
+    emin = 2 - 2 ** (ebits - 1)  # 1 - bias
+    _, e = torch.frexp(torch.where(a > 0, a, 1.0))
+    e = torch.clamp(e.double() - 1, min=emin)  # floor(log2 a), subnormals share emin
+    quantum = torch.exp2(e - mbits)
+    r = torch.clamp(torch.round(a / quantum) * quantum, max=max_pos)
+    return torch.where(torch.signbit(v), -r, r)
+
+
+def _encode(r: torch.Tensor, ebits: int, mbits: int) -> torch.Tensor:
+    """Representable fp64 values -> the format's bit codes (int64); NaN -> -1."""
+    bias = 2 ** (ebits - 1) - 1
+    a = r.abs()
+    _, e = torch.frexp(torch.where(a > 0, a, 1.0))
+    e = e.double() - 1
+    normal = a >= 2.0 ** (1 - bias)  # zero and subnormals: exponent field 0
+    exp_field = torch.where(normal, e + bias, 0.0)
+    mant = torch.where(normal, a / torch.exp2(e) - 1, a / 2.0 ** (1 - bias)) * 2 ** mbits
+    code = (exp_field * 2 ** mbits + mant).long()
+    code = code | (torch.signbit(r).long() << (ebits + mbits))
+    return torch.where(torch.isnan(r), -1, code)
+
+
+def decode(codes: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Bit codes (one element per entry, fp4 unpacked) -> fp64 values; NaN codes -> NaN."""
+    ebits, mbits, _, _ = QFORMATS[dtype]
+    bias = 2 ** (ebits - 1) - 1
+    c = codes.long()
+    sign = torch.where((c >> (ebits + mbits)) & 1 == 1, -1.0, 1.0)
+    ef, m = ((c >> mbits) & (2 ** ebits - 1)).double(), (c & (2 ** mbits - 1)).double()
+    val = torch.where(ef > 0, (1 + m / 2 ** mbits) * torch.exp2(ef - bias),
+                      m / 2 ** mbits * 2.0 ** (1 - bias)) * sign
+    low = c & (2 ** (ebits + mbits) - 1)
+    if dtype == torch.float8_e4m3fn:
+        val = torch.where(low == 0x7F, float("nan"), val)
+    elif dtype == torch.float8_e5m2:
+        val = torch.where(low > 0x7C, float("nan"),
+                          torch.where(low == 0x7C, sign * float("inf"), val))
+    return val
+
+
+def element_codes(data: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """One uint8 code per element: fp8 bits, or fp4 unpacked along ``dim`` (low nibble =
+    lower index)."""
+    u = data.view(torch.uint8)
+    if data.dtype != torch.float4_e2m1fn_x2:
+        return u
+    d = dim % u.dim()
+    u = u.movedim(d, -1)
+    both = torch.stack([u & 0xF, u >> 4], dim=-1).reshape(*u.shape[:-1], 2 * u.shape[-1])
+    return both.movedim(-1, d)
+
+
+def e8m0_value(codes: torch.Tensor) -> torch.Tensor:
+    """E8M0 codes (uint8) -> fp64: 2^(code - 127); 0xFF is NaN."""
+    c = codes.double()
+    return torch.where(c == 255, float("nan"), torch.exp2(c - 127))
+
+
+def _e8m0_oracle(amax: torch.Tensor, max_pos: float, emax: int, rounding: str):
+    """fp64 amax -> E8M0 code (int64) by the formulas, via frexp."""
+    if rounding == "rceil":
+        q = (amax / max_pos).float().double()  # the rule's quotient is an fp32 division
+        m, e = torch.frexp(torch.where(q > 0, q, 1.0))
+        exp = torch.where(m == 0.5, e - 1, e).double()  # ceil(log2 q)
+    else:
+        _, e = torch.frexp(torch.where(amax > 0, amax, 1.0))
+        q = amax
+        exp = e.double() - 1 - emax  # floor(log2 amax) - emax
+    exp = torch.where(q > 0, exp, -127.0)  # 0 -> the smallest scale
+    code = (exp.clamp(-127, 127) + 127).long()
+    code = torch.where(torch.isinf(q), 254, code)
+    return torch.where(torch.isnan(q), 255, code)
+
+
+def quantize(x, dtype, recipe, dim=-1, rounding="rceil"):
+    """fp64 oracle of ``xvendor.quantize``: (element codes unpacked, int64, NaN -> -1;
+    scale as fp64 values for tensorwise/rowwise, E8M0 codes (int64) for mx)."""
+    ebits, mbits, max_pos, emax = QFORMATS[dtype]
+    d = dim % x.dim()
+    xd = x.double().movedim(d, -1)
+    n = xd.shape[-1]
+    if recipe == "mx":
+        blocks = xd.reshape(*xd.shape[:-1], n // 32, 32)
+        amax = blocks.abs().amax(-1, keepdim=True) if blocks.numel() else \
+            blocks.new_zeros(*blocks.shape[:-1], 1)
+        code = _e8m0_oracle(amax, max_pos, emax, rounding)
+        # Code 0 divides by 1 (torch's to_mxfp rule; its elements all round to 0), code 255
+        # (NaN) by 2^128 like the kernel's 2^(127 - code).
+        divisor = torch.where(code == 0, 1.0, torch.exp2(code.double() - 127))
+        v = (blocks / divisor).reshape(xd.shape)
+        scale = code.squeeze(-1).movedim(-1, d)
+    else:
+        if xd.numel() == 0:  # amax of nothing is 0
+            amax = xd.new_zeros(() if recipe == "tensorwise" else (*xd.shape[:-1], 1))
+        elif recipe == "tensorwise":
+            amax = xd.abs().amax()
+        else:
+            amax = xd.abs().amax(-1, keepdim=True)
+        s = (amax / max_pos).float().double()
+        s = torch.where(s == 0, 1.0, s)
+        v = (xd / s).float().double()  # the rule divides in fp32, then rounds to the format
+        scale = s if recipe == "tensorwise" else s.movedim(-1, d)
+    r = _round_to_format(v, ebits, mbits, max_pos)
+    codes = _encode(r, ebits, mbits)
+    if dtype == torch.float4_e2m1fn_x2:
+        codes = torch.where(codes < 0, 0, codes)  # NaN: no e2m1 code; stored as +0
+    return codes.movedim(-1, d), scale

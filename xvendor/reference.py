@@ -11,6 +11,7 @@ Math (accumulation in fp32 for fp16/bf16 inputs, then one rounding to the output
   column belongs to one group). Rows (2Dx3D) or columns (3Dx2D) past offs[-1] are zeros.
 - rms_norm:    x * rsqrt(mean(x^2 over weight's dims) + eps) * weight
 - topk:        torch.topk
+- quantize:    FP8/FP4 data and scales (tensorwise, rowwise, MX); see ``quantize`` below
 
 Code paths: gemm uses mm/addmm directly when the output dtype equals the input dtype
 (ATen's own fp32 accumulation), and an fp32 upcast otherwise. grouped_mm loops over groups
@@ -98,4 +99,95 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     return values, indices
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk}
+# quantize: (max finite magnitude, emax_elem) per element format (OCP MX v1.0, table 1).
+_QFORMATS = {torch.float8_e4m3fn: (448.0, 8), torch.float8_e5m2: (57344.0, 15),
+             torch.float4_e2m1fn_x2: (6.0, 2)}
+_F32_ONE = 127 << 23  # the fp32 bit pattern of 1.0
+
+
+def _e8m0_rceil(amax, max_pos):
+    """E8M0 code of 2^ceil(log2(amax / max_pos)), clamped to [2^-127, 2^127]; NaN -> 0xFF.
+
+    The ceiling is read off the fp32 bits of the quotient (exponent, plus one when any
+    mantissa bit is set), so it is exact: an fp32 ``log2`` can round a quotient a few ulps
+    above a power of two down onto it (torch's ``to_mxfp`` test helper does that). The
+    quotient itself is an fp32 division, as in that helper."""
+    bits = (amax / max_pos).view(torch.int32) & 0x7FFFFFFF
+    exp, mant = bits >> 23, bits & 0x7FFFFF
+    code = torch.where(exp == 0, (bits > (1 << 22)).to(torch.int32),  # subnormal quotient
+                       (exp + (mant != 0).to(torch.int32)).clamp(max=254))
+    return torch.where(bits > 0x7F800000, 255, code).to(torch.int32)
+
+
+def _e8m0_floor(amax, emax):
+    """E8M0 code of 2^(floor(log2 amax) - emax), clamped to [2^-127, 2^127]; NaN -> 0xFF."""
+    bits = amax.view(torch.int32) & 0x7FFFFFFF
+    code = ((bits >> 23) - emax).clamp(0, 254)  # a subnormal amax clamps to 2^-127
+    code = torch.where(bits == 0x7F800000, 254, code)  # inf, as the rceil clamp does
+    return torch.where(bits > 0x7F800000, 255, code).to(torch.int32)
+
+
+def _mx_descale(code):
+    """fp32 multiplier 1/X for E8M0 ``code``, built from bits (exact, subnormals included).
+
+    Code 0 (X = 2^-127) gets 1.0, as in torch's ``to_mxfp`` helper (taken from torchao):
+    such a block has amax <= max_pos * 2^-127, so its elements round to zero rather than to
+    x * 2^127 (bit-exact with the helper; the loss is below 2^-110 in absolute terms)."""
+    bits = torch.where(code <= 253, (254 - code) << 23,
+                       torch.where(code == 254, 1 << 22, 1 << 21))  # 2^-127, 2^-128
+    return torch.where(code == 0, _F32_ONE, bits).to(torch.int32).view(torch.float32)
+
+
+def _to_e2m1_codes(v):
+    """fp32 values already clamped to [-6, 6] -> e2m1 codes (uint8, low nibble), RNE.
+
+    The grid is 0.5 apart below 2, 1 apart in [2, 4) and 2 apart in [4, 6]; torch.round
+    rounds half to even, and each step's even multiples are the even-mantissa codes.
+    NaN (no e2m1 encoding; its block's scale is NaN) is stored as +0."""
+    a = v.abs()
+    code = torch.where(a < 2, torch.round(a * 2),
+                       torch.where(a < 4, torch.round(a) + 2, torch.round(a * 0.5) + 4))
+    code = torch.nan_to_num(code, nan=0.0).to(torch.uint8)
+    sign = (torch.signbit(v) & ~torch.isnan(v)).to(torch.uint8) << 3
+    return code | sign
+
+
+def quantize(x, dtype, recipe, dim=-1, rounding="rceil"):
+    """(data, scale) with x ~= data.float() * scale (MX: per 32-block, E8M0 scale).
+
+    Computed along the last dim after moving ``dim`` there; fp32 throughout (fp16/bf16 are
+    exact in fp32). Data is contiguous; fp4 is packed two per byte along ``dim``, the lower
+    index in the low nibble, stored as float4_e2m1fn_x2."""
+    max_pos, emax = _QFORMATS[dtype]
+    d = dim % x.dim()
+    xf = x.float().movedim(d, -1)
+    n = xf.shape[-1]
+    if recipe == "mx":
+        blocks = xf.reshape(*xf.shape[:-1], n // 32, 32)
+        amax = blocks.abs().amax(-1, keepdim=True)
+        code = _e8m0_rceil(amax, max_pos) if rounding == "rceil" else _e8m0_floor(amax, emax)
+        v = (blocks * _mx_descale(code)).clamp(-max_pos, max_pos).reshape(xf.shape)
+        scale = code.squeeze(-1).to(torch.uint8).movedim(-1, d).contiguous()
+        scale = scale.view(torch.float8_e8m0fnu)
+    else:
+        if n == 0 or xf.numel() == 0:  # amax of nothing is 0 (amax refuses empty input)
+            amax = xf.new_zeros(() if recipe == "tensorwise" else (*xf.shape[:-1], 1))
+        elif recipe == "tensorwise":
+            amax = xf.abs().amax()
+        else:
+            amax = xf.abs().amax(-1, keepdim=True)
+        scale = amax / max_pos
+        # amax 0, or so small that amax / max_pos underflows: scale 1 keeps x / scale finite.
+        scale = torch.where(scale == 0, 1.0, scale)
+        v = (xf / scale).clamp(-max_pos, max_pos)
+        scale = scale if recipe == "tensorwise" else scale.movedim(-1, d).contiguous()
+    if dtype == torch.float4_e2m1fn_x2:
+        codes = _to_e2m1_codes(v)
+        packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+        return packed.movedim(-1, d).contiguous().view(torch.float4_e2m1fn_x2), scale
+    # torch's fp32 -> fp8 casts round to nearest even; the clamp above saturates.
+    return v.to(dtype).movedim(-1, d).contiguous(), scale
+
+
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,
+           "quantize": quantize}

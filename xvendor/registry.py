@@ -172,7 +172,7 @@ _BUILTIN = (
                      "Triton grouped GEMM ~740-900 TFLOPS on MI355X (torch PR 194032); ATen "
                      "(cuBLAS) stays the default on NVIDIA",
             probe="xvendor.triton.backend:probe", tunable="xvendor.triton.tunable:TUNABLE"),
-    Backend(name="flydsl", module="xvendor.rocm.backend", ops={"gemm", "grouped_mm"},
+    Backend(name="flydsl", module="xvendor.rocm.backend", ops={"gemm", "grouped_mm", "rms_norm"},
             device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
             dtypes={torch.float16, torch.bfloat16},
             defaults={"gemm": {"gfx950"}, "grouped_mm": {"gfx950"}},

@@ -75,9 +75,14 @@ def test_cli_and_check_summary_reuse_the_cache(records, compile_cache, tmp_path)
     report = json.loads(out.read_text())
     assert report["backend"] == "flydsl"
     assert {(r["target"], r["template"]) for r in report["records"]} == {
-        (a, t) for a in configs.TARGETS for t in configs.TEMPLATES + tuple(VARIANTS)}
-    assert all(r["ok"] and r["cached"] for r in report["records"])
-    assert "10/10 configs valid" in proc.stdout
+        (a, v) for a in configs.TARGETS for t in configs.ALL_TEMPLATES
+        for v in (t, *configs.VARIANTS.get(t, ()))}
+    assert all(r["ok"] for r in report["records"])
+    # the GEMM family was built by the fixture; the CLI reused those code objects
+    assert all(r["cached"] for r in report["records"]
+               if configs.base_template(r["template"]) in configs.TEMPLATES)
+    n = len(report["records"])
+    assert f"{n}/{n} configs valid" in proc.stdout
     rows = compile_cli.flydsl_summary_for_check(cache_dir=compile_cache)
-    assert len(rows) == 10 and all(r["ok"] and r["cached"] for r in rows)
+    assert len(rows) == n and all(r["ok"] and r["cached"] for r in rows)
     assert all("unverified" in r["numerics"] for r in rows)

@@ -11,7 +11,8 @@ functions take the eager fast path (NOTE [eager fast path]) and otherwise call
 from ._common import SPECS, ArgumentError, OpSpec, set_fast_path
 from .gemm import gemm
 from .grouped_mm import grouped_mm
+from .quantize import quantize
 from .rms_norm import rms_norm
 from .topk import topk
 
-__all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", "gemm", "grouped_mm", "rms_norm", "topk"]
+__all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", "gemm", "grouped_mm", "quantize", "rms_norm", "topk"]

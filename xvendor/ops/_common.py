@@ -58,7 +58,8 @@ class OpSpec:
     ``check(*args, **kwargs)`` raises ``ArgumentError`` (metadata rules; the op's own
     signature without ``backend``); ``shape_class(*args)`` keys tuned winners (``None``:
     never tuned); ``oracle(*args, **kwargs)`` is the fp64 answer; ``error(out, expected,
-    args, kwargs)`` the normwise error of an output against it; ``cases(rand, device)`` the
+    args, kwargs)`` the normwise error of an output against it, when the op needs its own
+    comparison (it then owns all of it: dtypes and shapes too; inf for a mismatch); ``cases(rand, device)`` the
     self-check calls, where ``rand(*shape)`` gives a fresh random tensor of the dtype
     under test.
     """

@@ -1,4 +1,4 @@
-"""The ``flydsl`` backend: FlyDSL GEMM / grouped GEMM templates on gfx950 and gfx1250.
+"""The ``flydsl`` backend: FlyDSL GEMM / grouped GEMM / RMSNorm templates on gfx950 and gfx1250.
 
 Runs on ROCm devices (torch "cuda" devices with ``torch.version.hip``) whose arch is
 gfx950 (MFMA templates, ``gemm_gfx950``) or gfx1250 (WMMA + Tensor Data Mover,
@@ -14,7 +14,8 @@ hardware. The record is gated (``gate_identity``): the first use of each compile
 specialization on a device is checked against the reference and a failing
 specialization is never used again (NOTE [correctness gate] in ``xvendor.gate``): the
 gate identity names the compiled specialization (template, config, majors, bias, dtypes,
-FlyDSL version), the same key the build cache uses.
+FlyDSL version), the same key the build cache uses. RMSNorm (``xvendor.rocm.rmsnorm``)
+keys on template, config, dtype, weight dtype, has-weight, ragged rows and the version.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import functools
 import torch
 
 from .. import devices
-from . import configs, launch
+from . import configs, launch, rmsnorm
 
-__all__ = ["KERNELS", "gemm", "grouped_mm", "probe", "gate_identity"]
+__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "probe", "gate_identity"]
 
 ARCHS = ("gfx950", "gfx1250")
 _built: dict = {}
@@ -71,8 +72,12 @@ _CONFIG_FIELDS = tuple(configs.Config.__dataclass_fields__)
 
 def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str:
     """The compiled specialization a call runs: template, config, spec, FlyDSL version."""
-    cfg = _config(info.arch, op, config)
-    template, spec = launch.specialization(op, args, cfg)
+    if op == "rms_norm":
+        cfg = _norm_config(info.arch, args[0], config)
+        template, spec = rmsnorm.specialization(args, cfg)
+    else:
+        cfg = _config(info.arch, op, config)
+        template, spec = launch.specialization(op, args, cfg)
     flags = ",".join(f"{k}={v}" for k, v in sorted(spec.items()))
     return f"{template}/{cfg.name}/{flags}/flydsl-{flydsl_version()}"
 
@@ -94,10 +99,32 @@ def gemm(a, b, bias=None, out_dtype=None, *, config=None):
     return _run(launch.plan_gemm(a, b, bias, out_dtype, cfg), arch, cfg)
 
 
+def _norm_config(arch: str, x, config: dict | None) -> configs.NormConfig:
+    """The tuned config, else the arch's default for x's row length."""
+    return configs.config_from("rms_norm", config) if config \
+        else configs.norm_for(arch, x.shape[-1] if x.dim() else 1)
+
+
+def rms_norm(x, weight=None, eps=None, *, config=None):
+    """xvendor.rms_norm over the last dim; ValueError (aten then serves) when weight spans
+    more than the last dim or x/weight dtypes are not the kernel's."""
+    arch = devices.detect(x.device).arch
+    cfg = _norm_config(arch, x, config)
+    plan = rmsnorm.plan(x, weight, eps, cfg)
+    if x.numel() == 0:
+        return plan.result()  # no rows or no columns: nothing to launch
+    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
+    fn = _built.get(key)
+    if fn is None:
+        fn = _built[key] = rmsnorm.build(cfg, arch=arch, **plan.spec)[0]
+    fn(*plan.args, torch.cuda.current_stream(x.device))
+    return plan.result()
+
+
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     arch = devices.detect(a.device).arch
     cfg = _config(arch, "grouped_mm", config)
     return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm}
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm}

@@ -20,6 +20,11 @@ The grouped templates share the GEMM mainloop, so they share the spaces; their d
 are the same tile (MoE group sizes are rarely far above 128 rows per expert).
 Defaults are chosen without timing (no hardware here): the 128x128x64 tile with the most
 workgroups per CU among the valid configs (bench/RESULTS.md).
+
+RMSNorm (``NormConfig``, ``xvendor.rocm.rmsnorm``) has its own space: ``vec`` elements per
+load, ``rows`` per workgroup (1: the waves share a row; == waves: one wave per row) and
+``waves`` per workgroup. ``TEMPLATES`` stays the GEMM family (its consumers read GEMM
+tiles); ``NORM_TEMPLATES`` / ``ALL_TEMPLATES`` name the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from dataclasses import asdict, dataclass
 TEMPLATES = ("gemm", "grouped_mm")
 # Specializations compiled with each template's default config: the other operand layout of
 # gemm (NN: b row-major) and the other grouped layouts (2Dx3D is the representative).
-VARIANTS = {"gemm": ("gemm:NN",), "grouped_mm": ("grouped_mm:2Dx2D", "grouped_mm:3Dx3D")}
+# rms_norm: "rms_norm:rows" compiles the several-rows-per-workgroup default (short rows),
+# "rms_norm:fp32w" bf16 activations with fp32 master weights (two loads per weight vector).
+VARIANTS = {"gemm": ("gemm:NN",), "grouped_mm": ("grouped_mm:2Dx2D", "grouped_mm:3Dx3D"),
+            "rms_norm": ("rms_norm:rows", "rms_norm:fp32w")}
 TARGETS = ("gfx950", "gfx1250")
 
 
@@ -94,7 +102,79 @@ DEFAULTS: dict[str, dict[str, Config]] = {
 }
 
 
-def default(arch: str, template: str) -> Config:
+@dataclass(frozen=True)
+class NormConfig:
+    """One point of the RMSNorm space: elements per load, rows and waves per workgroup."""
+    vec: int
+    rows: int = 1
+    waves: int = 4
+
+    @property
+    def name(self) -> str:
+        return f"v{self.vec}_r{self.rows}_w{self.waves}"
+
+    @property
+    def num_warps(self) -> int:
+        return self.waves
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+NORM_TEMPLATES = ("rms_norm",)
+ALL_TEMPLATES = TEMPLATES + NORM_TEMPLATES
+
+
+def _norm_space(rows) -> tuple[NormConfig, ...]:
+    return tuple(NormConfig(*row) for row in rows)
+
+
+# (vec, rows, waves). rows == 1: the waves share a row (LDS holds one partial per wave);
+# rows == waves: one wave per row (lane shuffles only). vec 8 = 16-byte bf16/fp16 loads,
+# 4 = 8-byte, 2 = 4-byte.
+NORM_SPACES: dict[str, tuple[NormConfig, ...]] = {
+    "gfx950": _norm_space([  # wave64
+        (8, 1, 4), (8, 1, 2), (8, 1, 8), (8, 1, 16), (4, 1, 4), (4, 1, 8), (2, 1, 4),
+        (8, 4, 4), (8, 2, 2), (8, 8, 8), (4, 4, 4),
+    ]),
+    "gfx1250": _norm_space([  # wave32
+        (8, 1, 8), (8, 1, 4), (8, 1, 16), (8, 1, 32), (4, 1, 8), (4, 1, 16), (2, 1, 8),
+        (8, 8, 8), (8, 4, 4), (8, 16, 16), (4, 8, 8),
+    ]),
+}
+# Chosen without timing (no hardware here), from what a memory-bound kernel needs:
+# - vec 8: 16-byte accesses, the widest a lane issues on both archs, so the fewest memory
+#   instructions per byte moved;
+# - 256 threads per workgroup on both (gfx950: 4 wave64, gfx1250: 8 wave32): a row chunk
+#   is 2048 elements, so hidden 4096-8192 takes 2-4 chunks per lane, and a workgroup of
+#   256 lanes with 40 VGPRs leaves room for 8 per CU (register limit far away);
+# - short rows (``norm_for``): a row below one chunk would idle most of a workgroup's
+#   lanes, so the several-rows form gives each row one wave (256 threads, 4 or 8 rows).
+NORM_DEFAULTS: dict[str, dict[str, NormConfig]] = {
+    "gfx950": {"rms_norm": NormConfig(8, 1, 4), "rms_norm:rows": NormConfig(8, 4, 4)},
+    "gfx1250": {"rms_norm": NormConfig(8, 1, 8), "rms_norm:rows": NormConfig(8, 8, 8)},
+}
+_WAVE = {"gfx950": 64, "gfx1250": 32}
+
+
+def norm_for(arch: str, hidden: int) -> NormConfig:
+    """The default RMSNorm config for rows of ``hidden`` elements (see NORM_DEFAULTS)."""
+    one_row = NORM_DEFAULTS[arch]["rms_norm"]
+    if hidden >= one_row.waves * _WAVE[arch] * one_row.vec:
+        return one_row
+    return NORM_DEFAULTS[arch]["rms_norm:rows"]
+
+
+def config_from(template: str, config: dict):
+    """A config of ``template``'s kind from its ``to_dict()``."""
+    kind = NormConfig if base_template(template) in NORM_TEMPLATES else Config
+    return kind(**{k: config[k] for k in kind.__dataclass_fields__})
+
+
+def default(arch: str, template: str):
+    if base_template(template) in NORM_TEMPLATES:
+        d = NORM_DEFAULTS[arch]
+        return d.get(template, d[base_template(template)])
     return DEFAULTS[arch][base_template(template)]
 
 
@@ -105,4 +185,6 @@ def candidates(arch: str, template: str, which: str = "all") -> tuple[Config, ..
     d = default(arch, template)
     if which == "default":
         return (d,)
-    return (d,) + tuple(c for c in SPACES[arch][base_template(template)] if c != d)
+    base = base_template(template)
+    space = NORM_SPACES[arch] if base in NORM_TEMPLATES else SPACES[arch][base]
+    return (d,) + tuple(c for c in space if c != d)

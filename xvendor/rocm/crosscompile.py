@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from . import configs, launch, linker
+from . import configs, launch, linker, rmsnorm
 
 # Representative problems (bf16). Variants are compiled with each template's default config.
 PROBLEMS = {
@@ -35,6 +35,9 @@ PROBLEMS = {
     "grouped_mm": "bf16 MoE forward 2Dx3D: a (M, K), b (G, K, N) row-major, offs (G,)",
     "grouped_mm:2Dx2D": "bf16 weight gradient 2Dx2D: a = x.t() (x (T, M)), b (T, N), offs",
     "grouped_mm:3Dx3D": "bf16 batched 3Dx3D: a (G, M, K), b (G, K, N), bias (G, N)",
+    "rms_norm": "bf16 rms_norm: x (6, 100), bf16 weight (100,): ragged rows (100 % vec)",
+    "rms_norm:rows": "bf16 rms_norm, several rows per workgroup: x (6, 100), bf16 weight",
+    "rms_norm:fp32w": "bf16 rms_norm with fp32 master weights: x (6, 100), weight (100,) fp32",
 }
 SCHEMA = 1  # bump when the problems or the artifact reading change: invalidates caches
 EM_AMDGPU = 224
@@ -58,6 +61,9 @@ def plan_for(template: str, cfg) -> launch.Launch:
     if template == "grouped_mm:3Dx3D":
         return launch.plan_grouped(_t(4, 256, 512), _t(4, 512, 384), None, _t(4, 384), None,
                                    cfg)
+    if configs.base_template(template) == "rms_norm":  # hidden is a runtime value
+        w_dtype = torch.float32 if template == "rms_norm:fp32w" else torch.bfloat16
+        return rmsnorm.plan(_t(6, 100), _t(100, dtype=w_dtype), 1e-6, cfg)
     raise KeyError(f"unknown FlyDSL template {template!r}; templates: {sorted(PROBLEMS)}")
 
 
@@ -72,10 +78,13 @@ def template_module(arch: str):
 
 
 def source_hash(template: str) -> str:
-    """Hash of the sources that shape the code: templates, tiling, launch, this module."""
+    """Hash of the sources that shape ``template``'s code: its kernel module, tiling,
+    launch, this module."""
     here = Path(__file__).parent
     h = hashlib.sha256(str(SCHEMA).encode())
-    for name in ("gemm_gfx950.py", "gemm_gfx1250.py", "tiling.py", "launch.py", "crosscompile.py"):
+    kernels = ("rmsnorm.py",) if configs.base_template(template) == "rms_norm" else \
+        ("gemm_gfx950.py", "gemm_gfx1250.py")  # an RMSNorm edit keeps the GEMM records
+    for name in kernels + ("tiling.py", "launch.py", "crosscompile.py"):
         p = here / name
         h.update(p.read_bytes() if p.exists() else b"")
     return h.hexdigest()[:16]
@@ -121,15 +130,19 @@ def check_code_object(elf: bytes, arch: str) -> None:
 def compile_one(template: str, arch: str, config: dict) -> dict:
     """Compile and return the raw artifacts the inspection reads (no judgement here)."""
     linker.ensure_linker()
-    cfg = configs.Config(**config)
+    cfg = configs.config_from(template, config)
     plan = plan_for(template, cfg)
+    norm = configs.base_template(template) == "rms_norm"
     dump = Path(tempfile.mkdtemp(prefix="xvendor-flydsl-"))
     env = {"COMPILE_ONLY": "1", "FLYDSL_GPU_ARCH": arch, "FLYDSL_RUNTIME_ENABLE_CACHE": "0",
            "FLYDSL_DUMP_IR": "1", "FLYDSL_DUMP_DIR": str(dump)}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        fn, smem, threads = template_module(arch).build(plan.template, cfg, **plan.spec)
+        if norm:
+            fn, smem, threads = rmsnorm.build(cfg, arch=arch, **plan.spec)
+        else:
+            fn, smem, threads = template_module(arch).build(plan.template, cfg, **plan.spec)
         t0 = time.perf_counter()
         fn(*plan.args)
         compile_s = time.perf_counter() - t0
@@ -150,5 +163,17 @@ def compile_one(template: str, arch: str, config: dict) -> dict:
         "vendor": "amd", "asm": isa, "shared": smem, "num_warps": cfg.num_warps,
         "compile_s": compile_s, "code_object_bytes": len(objs[0]),
         "code_object_sha256": hashlib.sha256(objs[0]).hexdigest()[:16],
-        "require": ["tensor_load_to_lds"] if arch == "gfx1250" else [],
+        "require": _required(template, arch, cfg, plan),
+        # RMSNorm has no matrix instruction; ``resources.inspect`` does not read this key
+        # yet, so its records carry the "no <mma> instruction" reason until it does.
+        "expects_mma": not norm,
     }
+
+
+def _required(template: str, arch: str, cfg, plan) -> list[str]:
+    """Instructions the code must contain: gfx1250 GEMMs use the Tensor Data Mover; an
+    RMSNorm moves x and y with vector loads/stores ``vec`` elements wide."""
+    if configs.base_template(template) == "rms_norm":
+        width = cfg.vec * rmsnorm._BITS[plan.spec["dtype"]] // 8
+        return list(rmsnorm.vector_instrs(arch, width))
+    return ["tensor_load_to_lds"] if arch == "gfx1250" else []

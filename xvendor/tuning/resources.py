@@ -154,7 +154,7 @@ def inspect(arch: str, raw: dict) -> dict:
         reasons.append(f"needs {lds} bytes of LDS/shared, {arch} has {spec.lds_bytes}")
     elif occ < 1:
         reasons.append(f"no workgroup fits a CU (limited by {limit})")
-    if mma is None:
+    if mma is None and raw.get("expects_mma", True):  # a norm kernel has no matrix math
         reasons.append(f"no {spec.mma_instr} instruction in the code (expected on {arch})")
     missing = [i for i in raw.get("require", ()) if not re.search(rf"\b{re.escape(i)}\b", raw["asm"])]
     if missing:

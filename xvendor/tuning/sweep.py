@@ -50,7 +50,7 @@ def toolchain(name: str) -> Toolchain:
         from importlib.metadata import version
 
         from ..rocm import configs as fly_configs, crosscompile as fly_cc
-        return Toolchain("flydsl", version("flydsl"), fly_configs.TEMPLATES,
+        return Toolchain("flydsl", version("flydsl"), fly_configs.ALL_TEMPLATES,
                          fly_configs.TARGETS, fly_configs.candidates, fly_configs.default,
                          fly_cc.source_hash, fly_configs.VARIANTS)
     if name != "triton":
