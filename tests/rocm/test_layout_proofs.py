@@ -76,17 +76,6 @@ def _tv_image(layout):
     return Counter(t + v for t in threads for v in values), len(threads)
 
 
-@pytest.fixture(scope="module")
-def mlir():
-    from flydsl._mlir import ir
-    ctx = ir.Context()
-    ctx.load_all_available_dialects()
-    with ctx, ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            yield
-
-
 def _exactly(counter, size, times):
     assert set(counter) == set(range(size)), "some element is missed or out of the tile"
     assert set(counter.values()) == {times}, f"multiplicities {set(counter.values())} != {times}"

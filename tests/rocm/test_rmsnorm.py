@@ -128,18 +128,6 @@ def test_plan_views_rows_without_padding():
 
 # -- l1: row proofs ------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def mlir():
-    pytest.importorskip("flydsl")
-    from flydsl._mlir import ir
-    ctx = ir.Context()
-    ctx.load_all_available_dialects()
-    with ctx, ir.Location.unknown():
-        module = ir.Module.create()
-        with ir.InsertionPoint(module.body):
-            yield
-
-
 def _vector_offsets(n_vectors, piece):
     """{vector index: element offsets} of the kernel's vector layout, evaluated by FlyDSL."""
     import flydsl.expr as fx
