@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 
 __all__ = ["ArgumentError", "Backend", "BackendUnavailable", "Event", "MemPool", "WeightChannel",
            "backends", "detect", "devices", "explain", "gemm", "grouped_mm", "quantize",
-           "register", "rms_norm", "set_fast_path", "topk", "use_backend", "use_mem_pool"]
+           "register", "rms_norm", "scaled_grouped_mm", "scaled_mm", "set_fast_path", "topk",
+           "use_backend", "use_mem_pool"]
 
 try:
     import torch as _torch  # noqa: F401 (only: is it there?)
@@ -30,7 +31,8 @@ if _torch is not None:
     from .events import Event
     from .explain import explain
     from .mempool import MemPool, use_mem_pool
-    from .ops import ArgumentError, gemm, grouped_mm, quantize, rms_norm, set_fast_path, topk
+    from .ops import (ArgumentError, gemm, grouped_mm, quantize, rms_norm, scaled_grouped_mm,
+                      scaled_mm, set_fast_path, topk)
     from .registry import Backend, BackendUnavailable, backends, register, use_backend
     from .weight_channel import WeightChannel
 else:

@@ -21,11 +21,11 @@ def explain(op: str, *args, arch: str | None = None, backend: str | None = None,
     if spec is None:
         raise ValueError(f"xvendor.explain: unknown op {op!r}; ops are {sorted(ops.SPECS)}")
     spec.check(*args, **kwargs)
-    ref = args[0]
+    ref, dtype = args[0], spec.decision_dtype(args, kwargs)
     if arch:
-        return registry.explain_request(op, devices.hypothetical(arch), ref.dtype, backend,
+        return registry.explain_request(op, devices.hypothetical(arch), dtype, backend,
                                         dry_run=True)
-    return registry.explain_request(op, registry.device_info(ref.device), ref.dtype, backend,
+    return registry.explain_request(op, registry.device_info(ref.device), dtype, backend,
                                     args=spec.positional(args, kwargs))
 
 

@@ -195,3 +195,48 @@ def quantize(x, dtype, recipe, dim=-1, rounding="rceil"):
     if dtype == torch.float4_e2m1fn_x2:
         codes = torch.where(codes < 0, 0, codes)  # NaN: no e2m1 code; stored as +0
     return codes.movedim(-1, d), scale
+
+
+# --- scaled_mm: fp64 oracle from the element formats' bit rules ------------------------------
+
+def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, bias=None):
+    """fp64 (M, N) of ``xvendor.scaled_mm`` before its output rounding: element codes decoded
+    by ``decode`` (fp4 unpacked by ``element_codes``), the products summed with einsum and
+    the scales applied outside the sum (per-tensor/row/column) or per 32-block along K
+    (MX, E8M0 decoded from its bits), not by scaling the operands as the reference does.
+    Recipes are ScalingType int values: 0 TensorWise, 1 RowWise, 3 BlockWise1x32."""
+    av = decode(element_codes(a, dim=1), a.dtype)  # (M, K)
+    bv = decode(element_codes(b, dim=0), b.dtype)  # (K, N)
+    m, k = av.shape
+    n = bv.shape[1]
+    if recipe_a == 3:
+        sa = e8m0_value(scale_a.view(torch.uint8))  # (M, K/32)
+        sb = e8m0_value(scale_b.view(torch.uint8))  # (N, K/32)
+        out = torch.einsum("mjc,jcn,mj,nj->mn", av.reshape(m, k // 32, 32),
+                           bv.reshape(k // 32, 32, n), sa, sb)
+    else:
+        out = torch.einsum("mk,kn->mn", av, bv)
+        if recipe_a == 0:
+            out = out * scale_a.double().reshape(()) * scale_b.double().reshape(())
+        else:
+            out = out * scale_a.double().reshape(m, 1) * scale_b.double().reshape(1, n)
+    return out if bias is None else out + bias.double()
+
+
+def scaled_grouped_mm(a, b, scale_a, recipe, scale_b, offs):
+    """fp64 oracle of ``xvendor.scaled_grouped_mm`` (2Dx3D: RowWise or MX; 2Dx2D: MX):
+    each element decoded from its bits times its own scale (MX: E8M0 per 32-block along K),
+    then the one-hot ``grouped_mm`` oracle above."""
+    av = decode(element_codes(a, dim=1), a.dtype)  # (M, K)
+    bv = decode(element_codes(b, dim=b.dim() - 2), b.dtype)  # (G, K, N) or (K, N)
+    if recipe == 1:  # RowWise: scale_a (M,), scale_b (G, N)
+        av = av * scale_a.double().unsqueeze(1)
+        bv = bv * scale_b.double().unsqueeze(1)
+    else:
+        sa = e8m0_value(scale_a.view(torch.uint8))  # (M, K/32)
+        sb = e8m0_value(scale_b.view(torch.uint8))  # (G, N, K/32) or (N, K/32)
+        m, k = av.shape
+        av = (av.reshape(m, k // 32, 32) * sa.unsqueeze(-1)).reshape(m, k)
+        sb_kn = sb.movedim(-1, -2).unsqueeze(-2)  # (.., K/32, 1, N)
+        bv = (bv.reshape(*bv.shape[:-2], k // 32, 32, bv.shape[-1]) * sb_kn).reshape(bv.shape)
+    return grouped_mm(av, bv, offs)

@@ -12,6 +12,9 @@ Math (accumulation in fp32 for fp16/bf16 inputs, then one rounding to the output
 - rms_norm:    x * rsqrt(mean(x^2 over weight's dims) + eps) * weight
 - topk:        torch.topk
 - quantize:    FP8/FP4 data and scales (tensorwise, rowwise, MX); see ``quantize`` below
+- scaled_mm:   dequantize each operand in fp32 (data * broadcast scale; MX: each 32-block
+               along K times its E8M0 scale), fp32 mm, + bias in fp32, cast to output_dtype
+- scaled_grouped_mm: the same dequantization, then grouped_mm in fp32 (2Dx3D, 2Dx2D)
 
 Code paths: gemm uses mm/addmm directly when the output dtype equals the input dtype
 (ATen's own fp32 accumulation), and an fp32 upcast otherwise. grouped_mm loops over groups
@@ -189,5 +192,60 @@ def quantize(x, dtype, recipe, dim=-1, rounding="rceil"):
     return v.to(dtype).movedim(-1, d).contiguous(), scale
 
 
+# scaled_mm: ScalingType values (the op passes ints) and the e2m1 value of each 4-bit code.
+_TENSORWISE, _ROWWISE, _MX = 0, 1, 3
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _dequant_data(t, k_dim):
+    """fp8 or packed fp4 data -> fp32 values; fp4 unpacked along ``k_dim`` (low nibble =
+    lower K index) through a 16-entry table."""
+    if t.dtype != torch.float4_e2m1fn_x2:
+        return t.float()
+    u = t.view(torch.uint8).long()
+    table = torch.tensor(_E2M1, dtype=torch.float32, device=t.device)
+    both = torch.stack([table[u & 0xF], table[u >> 4]], dim=k_dim + 1)  # (.., 2, ..) after K
+    shape = list(t.shape)
+    shape[k_dim] *= 2
+    return both.reshape(shape)
+
+
+def _dequant(t, scale, recipe, k_dim):
+    """data * scale in fp32 for an operand whose K runs along ``k_dim``; MX scales are
+    (rows, K/32) for a and (N, K/32) for b, repeated over their 32-blocks."""
+    v = _dequant_data(t, k_dim)
+    if recipe == _TENSORWISE:
+        return v * scale.float().reshape(())
+    if recipe == _ROWWISE:
+        return v * scale.float()
+    s = scale.float().repeat_interleave(32, dim=1)  # (rows, K)
+    return v * (s if k_dim == 1 else s.t())
+
+
+def _dequant_grouped_b(b, scale, recipe):
+    """(G, K, N) b in fp32: RowWise scale (G, N), MX scale (G, N, K/32)."""
+    v = _dequant_data(b, 1)
+    if recipe == _ROWWISE:
+        return v * scale.float().unsqueeze(1)
+    return v * scale.float().repeat_interleave(32, dim=2).transpose(1, 2)
+
+
+def scaled_grouped_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=0,
+                      swizzle_b=0, output_dtype=torch.bfloat16):
+    sa = scale_a.unsqueeze(1) if recipe_a == _ROWWISE else scale_a  # RowWise a: (M,) -> (M, 1)
+    av = _dequant(a, sa, recipe_a, 1)
+    bv = _dequant_grouped_b(b, scale_b, recipe_b) if b.dim() == 3 else \
+        _dequant(b, scale_b, recipe_b, 0)
+    return grouped_mm(av, bv, offs, out_dtype=output_dtype)
+
+
+def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0,
+              bias=None, output_dtype=torch.bfloat16):
+    out = torch.mm(_dequant(a, scale_a, recipe_a, 1), _dequant(b, scale_b, recipe_b, 0))
+    if bias is not None:
+        out += bias.float()
+    return out.to(output_dtype)
+
+
 KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,
-           "quantize": quantize}
+           "quantize": quantize, "scaled_mm": scaled_mm, "scaled_grouped_mm": scaled_grouped_mm}

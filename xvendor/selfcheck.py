@@ -55,7 +55,8 @@ def run_case(spec, case, device, dtype) -> Result:
                dtype=str(dtype).removeprefix("torch."), tolerance=tol)
     try:
         decided = registry.explain_request(
-            spec.name, registry.device_info(torch.device(device)), dtype,
+            spec.name, registry.device_info(torch.device(device)),
+            spec.decision_dtype(case.args, case.kwargs),
             args=spec.positional(case.args, case.kwargs)).backend
     except Exception as e:
         decided = f"<{type(e).__name__}>"

@@ -71,7 +71,17 @@ class OpSpec:
     cases: Callable
     shape_class: Callable | None = None
     error: Callable | None = None
+    # The dtype a call is dispatched (decided) on, from its positional arguments (see
+    # ``positional``); default: the first argument's. The scaled GEMMs decide on their
+    # output dtype (their operands are fp8/fp4, which no backend record lists).
+    dispatch_dtype: Callable | None = None
 
+
+    def decision_dtype(self, args: tuple, kwargs: dict):
+        """The dtype ``args``/``kwargs`` would be dispatched on."""
+        if self.dispatch_dtype is None:
+            return args[0].dtype
+        return self.dispatch_dtype(self.positional(args, kwargs))
 
     def positional(self, args: tuple, kwargs: dict) -> tuple:
         """The call's arguments as kernels receive them: every parameter but ``backend``,
@@ -164,6 +174,43 @@ def check_bias(op: str, bias, shape: tuple, in_dtype, out_dtype, ref: torch.Tens
         raise ArgumentError(op, "bias", f"dtype must be the input dtype ({in_dtype}) or "
                                         f"out_dtype, got {bias.dtype}")
     check_same_device(op, "a", ref, bias=bias)
+
+
+def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int = 0,
+                     why_multiple: str = "") -> None:
+    """Data rules on ``offs``, int32 cumulative group ends: non-negative, non-decreasing, the
+    last at most ``extent`` (the ``where`` dimension); with ``start_multiple``, every group
+    start (0 and ``offs[:-1]``) a multiple of it.
+
+    On the CPU they are checked here with a precise message. On an accelerator they become
+    one ``torch._assert_async`` (a device-side assert, no host sync in the hot loop).
+    """
+    if offs is None or offs.numel() == 0:
+        return
+    if offs.device.type != "cpu":
+        ok = (offs[0] >= 0) & (offs[-1] <= extent) & (offs[1:] >= offs[:-1]).all()
+        rule = f"non-negative, non-decreasing and end at most at {extent} ({where})"
+        if start_multiple:
+            ok = ok & (offs[:-1] % start_multiple == 0).all()
+            rule += f", with group starts multiples of {start_multiple}"
+        torch._assert_async(ok, f"xvendor.{op}: offs must be {rule}")
+        return
+    ends = offs.tolist()
+    if ends[0] < 0:
+        raise ArgumentError(op, "offs", f"must be non-negative, got offs[0] = {ends[0]}")
+    for i in range(1, len(ends)):
+        if ends[i] < ends[i - 1]:
+            raise ArgumentError(op, "offs", f"must be non-decreasing (cumulative group ends), "
+                                            f"got offs[{i}] = {ends[i]} < offs[{i - 1}] = "
+                                            f"{ends[i - 1]}")
+    if ends[-1] > extent:
+        raise ArgumentError(op, "offs", f"last entry must be at most the {where} ({extent}), "
+                                        f"got offs[-1] = {ends[-1]}")
+    for i, start in enumerate(ends[:-1] if start_multiple else ()):
+        if start % start_multiple:
+            raise ArgumentError(op, "offs", f"group starts must be multiples of "
+                                            f"{start_multiple}{why_multiple}, got offs[{i}] = "
+                                            f"{start}")
 
 
 def needs_grad(ctx, n: int) -> tuple:

@@ -25,8 +25,8 @@ from torch import Tensor
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
-                      check_out_dtype, check_same_device, check_tensor, define, fast_path_open,
-                      needs_grad)
+                      check_group_ends, check_out_dtype, check_same_device, check_tensor,
+                      define, fast_path_open, needs_grad)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
@@ -84,31 +84,9 @@ def _check_offs_meta(a, b, offs, layout) -> None:
 
 
 def check_offs_values(a, b, offs) -> None:
-    """Data rules on offs: non-negative, non-decreasing, last <= the ragged extent.
-
-    On the CPU they are checked here with a precise message. On an accelerator they become
-    one ``torch._assert_async`` (a device-side assert, no host sync in the hot loop).
-    """
-    if offs is None or offs.numel() == 0:
-        return
-    extent = _layout_sizes(a, b, offs)[1]
-    where = _RAGGED[(a.dim(), b.dim())]
-    if offs.device.type != "cpu":
-        ok = (offs[0] >= 0) & (offs[-1] <= extent) & (offs[1:] >= offs[:-1]).all()
-        torch._assert_async(ok, f"xvendor.grouped_mm: offs must be non-negative, "
-                                f"non-decreasing and end at most at {extent} ({where})")
-        return
-    ends = offs.tolist()
-    if ends[0] < 0:
-        raise ArgumentError(OP, "offs", f"must be non-negative, got offs[0] = {ends[0]}")
-    for i in range(1, len(ends)):
-        if ends[i] < ends[i - 1]:
-            raise ArgumentError(OP, "offs", f"must be non-decreasing (cumulative group ends), "
-                                            f"got offs[{i}] = {ends[i]} < offs[{i - 1}] = "
-                                            f"{ends[i - 1]}")
-    if ends[-1] > extent:
-        raise ArgumentError(OP, "offs", f"last entry must be at most the {where} ({extent}), "
-                                        f"got offs[-1] = {ends[-1]}")
+    """Data rules on offs (``check_group_ends``) along this layout's ragged dimension."""
+    if offs is not None:
+        check_group_ends(OP, offs, _layout_sizes(a, b, offs)[1], _RAGGED[(a.dim(), b.dim())])
 
 
 @torch.library.custom_op("xvendor::grouped_mm", mutates_args=())
