@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 __all__ = ["ArchSpec", "DeviceInfo", "ARCHS", "arch_spec", "clear_cache", "detect",
-           "hypothetical", "present_devices"]
+           "hypothetical", "info", "present_devices"]
 
 
 @dataclass(frozen=True)
@@ -178,9 +178,23 @@ def detect(device: torch.device | str | int | None = None) -> DeviceInfo:
     return _detect_cached(device.type, device.index, os.environ.get("XVENDOR_ARCH"))
 
 
+_known: dict[torch.device, DeviceInfo] = {}
+
+
+def info(device: torch.device) -> DeviceInfo:
+    """``detect(device)`` remembered per torch.device: one dictionary lookup, for the paths
+    that run on every call (a backend launching a kernel; ``detect`` reads the environment
+    each time). ``clear_cache()`` forgets it."""
+    found = _known.get(device)
+    if found is None:
+        found = _known[device] = detect(device)
+    return found
+
+
 def clear_cache() -> None:
     """Forget detected devices (``XVENDOR_ARCH`` is read again on the next ``detect``)."""
     _detect_cached.cache_clear()
+    _known.clear()
 
 
 def _default_device() -> torch.device:

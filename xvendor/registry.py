@@ -267,7 +267,6 @@ class _State:
         self.tuned_lookup: Callable | None = None
         self.tuning_resolved = False
         self.env_backend = os.environ.get("XVENDOR_BACKEND") or None
-        self.device_info: dict[torch.device, devices.DeviceInfo] = {}
         self.fallbacks = collections.deque(maxlen=256)
         self.fallback_count = 0
         self.warned: set = set()
@@ -435,11 +434,7 @@ def fallback_count() -> int:
     return _state.fallback_count
 
 
-def device_info(device: torch.device) -> devices.DeviceInfo:
-    info = _state.device_info.get(device)
-    if info is None:
-        info = _state.device_info[device] = devices.detect(device)
-    return info
+device_info = devices.info  # what the registry decides with: cleared by reset()
 
 
 def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=None,

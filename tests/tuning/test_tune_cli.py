@@ -10,6 +10,7 @@ import torch
 
 import xvendor
 from xvendor import cli, devices, registry
+from xvendor.testing import cpu_tunable
 from xvendor.tuning import serve
 from xvendor.tuning.problem import ProblemKey, key_for
 from xvendor.tuning.tune_cli import make_args
@@ -37,9 +38,7 @@ def test_a_key_without_generator_is_skipped_with_its_reason(tmp_path, monkeypatc
                       "float32", "NN", 64, 32, 64, 0)
     path = tmp_path / "keys.json"
     path.write_text('{"keys": ["%s", "%s"]}' % (bad, good))
-    xvendor.register(registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
-                                      ops={"gemm"}, device_types={"cpu"},
-                                      tunable="xvendor.testing.cpu_tunable:TUNABLE"))
+    xvendor.register(cpu_tunable.backend_record())
     assert cli.main(["tune", "--from", str(path), "--top-k", "2", "--backend", "cpublocked"]) == 0
     out = capsys.readouterr().out
     assert "4Dx4D" in out and "skipped" in out and "unknown grouped_mm form" in out

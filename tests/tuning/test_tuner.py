@@ -4,7 +4,7 @@ time, store, serve."""
 import pytest
 import torch
 
-from xvendor import devices, registry
+from xvendor import devices
 from xvendor.testing import cpu_tunable
 from xvendor.tuning import serve, tuner
 from xvendor.tuning.problem import key_for
@@ -12,9 +12,7 @@ from xvendor.tuning.store import TuningStore
 
 pytestmark = pytest.mark.l0
 
-CPUBLOCKED = registry.Backend(name="cpublocked", module="xvendor.testing.cpu_tunable",
-                              ops={"gemm"}, device_types={"cpu"},
-                              tunable="xvendor.testing.cpu_tunable:TUNABLE")
+CPUBLOCKED = cpu_tunable.backend_record()
 
 
 def test_tune_gates_times_stores_and_serves(tmp_path, monkeypatch):

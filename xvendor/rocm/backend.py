@@ -94,7 +94,7 @@ def _run(plan: launch.Launch, arch: str, cfg):
 
 
 def gemm(a, b, bias=None, out_dtype=None, *, config=None):
-    arch = devices.detect(a.device).arch
+    arch = devices.info(a.device).arch
     cfg = _config(arch, "gemm", config)
     return _run(launch.plan_gemm(a, b, bias, out_dtype, cfg), arch, cfg)
 
@@ -108,7 +108,7 @@ def _norm_config(arch: str, x, config: dict | None) -> configs.NormConfig:
 def rms_norm(x, weight=None, eps=None, *, config=None):
     """xvendor.rms_norm over the last dim; ValueError (aten then serves) when weight spans
     more than the last dim or x/weight dtypes are not the kernel's."""
-    arch = devices.detect(x.device).arch
+    arch = devices.info(x.device).arch
     cfg = _norm_config(arch, x, config)
     plan = rmsnorm.plan(x, weight, eps, cfg)
     if x.numel() == 0:
@@ -122,7 +122,7 @@ def rms_norm(x, weight=None, eps=None, *, config=None):
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
-    arch = devices.detect(a.device).arch
+    arch = devices.info(a.device).arch
     cfg = _config(arch, "grouped_mm", config)
     return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
 

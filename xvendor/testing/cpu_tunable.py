@@ -42,3 +42,10 @@ class _Tunable:
 
 TUNABLE = _Tunable()
 KERNELS = {"gemm": lambda a, b, bias=None, out_dtype=None: blocked_gemm(a, b, bias, out_dtype)}
+
+
+def backend_record():
+    """This module as a CPU backend (``xvendor.register(backend_record())``), tunable."""
+    from ..registry import Backend
+    return Backend(name="cpublocked", module=__name__, ops={"gemm"}, device_types={"cpu"},
+                   tunable=f"{__name__}:TUNABLE")

@@ -60,7 +60,7 @@ def _launch_setup(device: torch.device, template: str, config=None):
                                "(or move the tensors to a CUDA/ROCm device)")
         default, name, programs = configs.INTERPRETER, None, 3  # 3: the persistent loop wraps
     else:
-        info = devices.detect(device)
+        info = devices.info(device)
         key = (info.key, template)
         hit = _setups.get(key)
         if hit is None:
