@@ -51,7 +51,7 @@ from . import devices
 from .gate import Gate, GateFailure
 
 __all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "Fallback", "register",
-           "backends", "ops", "define_op", "select", "decide", "dispatch", "explain_request",
+           "backends", "ops", "define_op", "select", "decide", "dispatcher", "explain_request",
            "use_backend", "requested_backend", "set_tuned_lookup", "tunable", "reset",
            "plugin_problems", "fallbacks", "fallback_count", "device_info", "unavailable_reason"]
 
@@ -439,7 +439,7 @@ device_info = devices.info  # what the registry decides with: cleared by reset()
 
 def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=None,
            requested: str | None = None, dry_run: bool = False) -> Decision:
-    """Choose the backend for one call (uncached; ``dispatch`` caches it).
+    """Choose the backend for one call (uncached; ``decide`` caches it).
 
     ``dry_run`` (a hypothetical device of another arch): availability probes, earlier
     failures and tuned winners of this machine are not consulted; the rest of the rules are.
@@ -531,7 +531,7 @@ def _bind(dec: Decision) -> Decision:
 
 def decide(op: str, device: torch.device, dtype: torch.dtype, args: tuple = (),
            backend: str | None = None) -> Decision:
-    """The cached decision for one call: what ``dispatch`` runs (explain/check read it)."""
+    """The cached decision for one call: what a ``dispatcher`` runs."""
     requested = backend or _requested.get() or _state.env_backend
     if not _state.tuning_resolved:
         _state.resolve_tuning()
@@ -544,21 +544,9 @@ def decide(op: str, device: torch.device, dtype: torch.dtype, args: tuple = (),
     return dec
 
 
-def dispatch(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
-             backend: str | None = None):
-    """THE call path of every op: decide (cached), run, fall back on error. Ops keep their
-    own ``dispatcher(op)`` closure; this is the same path for callers that have none."""
-    run = _dispatchers.get(op)
-    if run is None:
-        run = _dispatchers[op] = dispatcher(op)
-    return run(device, dtype, args, backend)
-
-
-_dispatchers: dict[str, Callable] = {}
-
-
 def dispatcher(op: str, check: Callable | None = None) -> Callable:
-    """``dispatch`` for one op, as a closure an op module keeps (NOTE [dispatch cost]).
+    """THE call path of one op (decide, cached; run; fall back on error), as the closure
+    its op module keeps (NOTE [dispatch cost]).
 
     With ``check`` (the op's argument rules), the closure takes unchecked arguments: it
     runs ``check`` on every call, except where the decided backend's record says its
@@ -656,7 +644,7 @@ def explain_request(op: str, info: devices.DeviceInfo, dtype: torch.dtype,
                     args: tuple = ()) -> Decision:
     """What a call would be decided (uncached, no kernel loaded): ``select`` with the
     explicit request and, given the call's ``args``, the shape class resolved as
-    ``dispatch`` resolves them."""
+    a ``dispatcher`` resolves them."""
     sc = None
     if not dry_run:
         if not _state.tuning_resolved:

@@ -8,15 +8,16 @@ fp64 oracle and the self-check cases (``xvendor check``). ``define(spec)`` regis
 with the registry and in ``SPECS``. Adding an op is one new module here, an ``aten``
 kernel in ``xvendor.reference`` and the backend kernels that accelerate it.
 
-NOTE [eager fast path]: a ``torch.library`` op costs ~4-10 µs of dispatcher and Python
-overhead per call on a CPU (``custom_op`` ~19 µs vs aten ~9 µs at 64x64 mm). The public
-functions (``xvendor.gemm`` ...) therefore call ``registry.dispatch`` directly when nothing
-needs the dispatcher: plain tensors (or Parameters), none requiring grad, not being traced
-by torch.compile, no torch-function or dispatch mode, no functorch transform, no profiler
-(``fast_path_open``). Otherwise they call ``torch.ops.xvendor.<op>``, whose
-implementation runs the same checks and the same ``registry.dispatch``, so both paths
-compute the same thing (tested). ``set_fast_path(False)`` sends every call through the
-dispatcher (debugging, profiling).
+NOTE [eager fast path]: going through torch's dispatcher costs microseconds per call (a
+plain ``custom_op`` wrapper adds ~7 µs to a 64x64 fp32 ``torch.mm`` on a 2-core CPU:
+``python bench/dispatch_overhead.py``, bench/RESULTS.md). The public functions
+(``xvendor.gemm`` ...) therefore call their op's ``registry.dispatcher`` closure directly
+when nothing needs torch's dispatcher: plain tensors (or Parameters), none requiring grad,
+not being traced by torch.compile, no torch-function or dispatch mode, no functorch
+transform, no profiler (``fast_path_open``). Otherwise they call
+``torch.ops.xvendor.<op>``, whose implementation runs the same checks and the same
+closure, so both paths compute the same thing (tested). ``set_fast_path(False)`` sends
+every call through torch's dispatcher (debugging, profiling).
 """
 
 from __future__ import annotations
