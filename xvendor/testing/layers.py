@@ -155,8 +155,9 @@ def layer_graph(edges: dict[str, set[str]] | None = None) -> dict[tuple[str, str
     edges = edges if edges is not None else graph()
     counts: dict[tuple[str, str], int] = {}
 
-    def group(m: str) -> str:
-        return ".".join(m.split(".")[:2])
+    def group(m: str) -> str:  # the subpackage, unless the module sits in another layer
+        top = ".".join(m.split(".")[:2])
+        return top if layer(top) == layer(m) else m
 
     for mod, deps in edges.items():
         for dep in deps:
