@@ -26,6 +26,7 @@ from pathlib import Path
 
 # compile_cli imports only the standard library at module level; tests/ci checks that
 # this module still loads without torch.
+from ..archs import ARCHS
 from ..tuning.compile_cli import BACKEND_TARGETS
 
 TIERS = ("l0", "l1", "l2")
@@ -33,14 +34,6 @@ HARDWARE_TIERS = frozenset({"l2"})
 VENDORS = ("cpu", "amd", "nvidia", "intel")
 MACHINES = ("x86_64", "aarch64")
 
-# The vendor of every arch xvendor knows. xvendor.devices.ARCHS is the full table, but it
-# imports torch; tests/ci keeps the two in step.
-ARCH_VENDORS = {
-    "gfx942": "amd", "gfx950": "amd", "gfx1250": "amd", "gfx1251": "amd",
-    "sm_80": "nvidia", "sm_90": "nvidia", "sm_100": "nvidia",
-    "pvc": "intel", "bmg": "intel",
-    "cpu": "cpu",
-}
 
 
 @dataclass(frozen=True)
@@ -99,7 +92,8 @@ def pin(dist: str, version: str) -> str:
 def version_matches(installed: str, version: str) -> bool:
     """Whether an installed version satisfies ``pin(_, version)`` as PEP 440 reads it: the
     local label (``+cu132``) is ignored; a release line takes any release in it (pre- and
-    post-releases too), one release takes only itself."""
+    post-releases too), one release takes only itself. (Not ``packaging.specifiers``: this
+    module runs in a CI job with nothing but the standard library.)"""
     release = _RELEASE.match(installed.split("+", 1)[0])
     if release is None:
         return False
@@ -236,10 +230,10 @@ def _cell(i: int, raw: dict, defaults: dict) -> Cell:
     vendor, arch, runtime = raw["vendor"], raw["arch"], raw["runtime"]
     if vendor not in VENDORS:
         _fail(where, f"unknown vendor {vendor!r}; vendors are {list(VENDORS)}")
-    if arch not in ARCH_VENDORS:
-        _fail(where, f"unknown arch {arch!r}; known archs are {sorted(ARCH_VENDORS)}")
-    if ARCH_VENDORS[arch] != vendor:
-        _fail(where, f"arch {arch} belongs to vendor {ARCH_VENDORS[arch]}, not {vendor}")
+    if arch not in ARCHS:
+        _fail(where, f"unknown arch {arch!r}; known archs are {sorted(ARCHS)}")
+    if ARCHS[arch].vendor != vendor:
+        _fail(where, f"arch {arch} belongs to vendor {ARCHS[arch].vendor}, not {vendor}")
     if runtime not in RUNTIMES:
         _fail(where, f"unknown runtime {runtime!r}; runtimes (torch builds) are "
                      f"{list(RUNTIMES)}")

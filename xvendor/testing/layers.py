@@ -8,7 +8,7 @@ first; a module may import from its own layer and the ones below it, except that
 never reach up into the engine, the ops or tuning (they receive what they need in the
 call):
 
-1. ``devices``, ``shapes``, ``numerics``           facts and math, no other xvendor import
+1. ``archs``, ``devices``, ``shapes``, ``numerics``  facts and math, no other xvendor import
 2. ``registry``, ``gate``                          the engine
 3. ``ops``                                         the op descriptions, one dispatch path
 4. ``reference``, ``triton``, ``rocm``, ``xpu``   the backends (layer 1 only)
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the xvendor package
 PACKAGE = "xvendor"
 
 _LAYER_OF = {  # longest matching prefix wins
-    "xvendor.devices": 1, "xvendor.shapes": 1, "xvendor.numerics": 1,
+    "xvendor.archs": 1, "xvendor.devices": 1, "xvendor.shapes": 1, "xvendor.numerics": 1,
     "xvendor.registry": 2, "xvendor.gate": 2,
     "xvendor.ops": 3,
     "xvendor.reference": 4, "xvendor.triton": 4, "xvendor.rocm": 4, "xvendor.xpu": 4,
