@@ -83,3 +83,14 @@ def test_dry_run_arch_satisfies_requires_arch_below_l2_only(project):
     result = project.runpytest("--xv-arch", "gfx950", "-q", "-k", "gfx950", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
     assert "needs a device of arch gfx950" in result.stdout.str()  # the l2 one still skips
+
+
+@pytest.mark.l0
+@pytest.mark.parametrize("dists, missing", [
+    ({"pytorch-triton-rocm"}, []), ({"pytorch-triton-xpu"}, []), ({"triton"}, []),
+    (set(), ["triton"])])
+def test_triton_from_torch_rocm_or_xpu_wheels_counts(monkeypatch, dists, missing):
+    """torch's ROCm/XPU wheels bring Triton as pytorch-triton-rocm / -xpu: still Triton."""
+    from xvendor.testing import plugin
+    monkeypatch.setattr(plugin, "_installed", lambda dist: dist in dists)
+    assert plugin.toolchain_missing(["triton"]) == missing

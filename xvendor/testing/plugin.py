@@ -30,8 +30,13 @@ TIER_MARKERS = {
     "l1": "tier 1: real toolchains without a GPU (cross-compilers, interpreters, CPU SYCL, gloo)",
     "l2": "tier 2: needs the hardware; skipped with a reason where it is absent",
 }
-_TOOLCHAIN_DISTS = {"triton": "triton", "flydsl": "flydsl", "oneapi": "intel-sycl-rt",
-                    "sycl": "intel-sycl-rt", "dpctl": "dpctl", "ziglang": "ziglang"}
+# toolchain -> the distributions that provide it (any one is enough): torch's ROCm and XPU
+# wheels depend on their own builds of Triton, which install the same `triton` module under
+# another distribution name.
+_TOOLCHAIN_DISTS = {"triton": ("triton", "pytorch-triton-rocm", "pytorch-triton-xpu",
+                               "pytorch-triton"),
+                    "flydsl": ("flydsl",), "oneapi": ("intel-sycl-rt",),
+                    "sycl": ("intel-sycl-rt",), "dpctl": ("dpctl",), "ziglang": ("ziglang",)}
 _DEVICE_PARAMS = ("cpu", "cuda", "rocm", "xpu")
 
 
@@ -90,14 +95,17 @@ def _present():
             for i in (devices.detect(d) for d in devices.present_devices()) if i.vendor != "cpu"]
 
 
+def _installed(dist: str) -> bool:
+    try:
+        md.version(dist)
+        return True
+    except md.PackageNotFoundError:
+        return False
+
+
 def toolchain_missing(names) -> list[str]:
-    missing = []
-    for name in names:
-        try:
-            md.version(_TOOLCHAIN_DISTS.get(name, name))
-        except md.PackageNotFoundError:
-            missing.append(name)
-    return missing
+    return [name for name in names
+            if not any(_installed(d) for d in _TOOLCHAIN_DISTS.get(name, (name,)))]
 
 
 def pytest_runtest_setup(item):
