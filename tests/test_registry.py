@@ -236,6 +236,14 @@ def test_explain_on_hypothetical_arch():
     assert dense.backend == "aten"  # cuBLAS stays the default on NVIDIA
 
 
+def test_per_op_dtypes():
+    """flydsl takes fp32 for topk (router logits) and not for gemm: the dtype rule is per op."""
+    logits = torch.randn(64, 128)
+    assert xvendor.explain("topk", logits, 8, arch="gfx950", backend="flydsl").backend == "flydsl"
+    with pytest.raises(xvendor.BackendUnavailable, match="does not take torch.float32 for gemm"):
+        xvendor.explain("gemm", logits, logits.t(), arch="gfx950", backend="flydsl")
+
+
 def test_reset_configuration_restores_the_import_time_registry():
     _install_backend("extra", {"gemm": reference.gemm})
     registry.set_tuned_lookup(None)

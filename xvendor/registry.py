@@ -94,6 +94,7 @@ class Backend:
     vendors: frozenset = _ANY
     archs: frozenset = _ANY
     dtypes: frozenset = FLOAT_DTYPES
+    op_dtypes: dict = field(default_factory=dict, hash=False)  # op -> dtypes, where not ``dtypes``
     defaults: dict = field(default_factory=dict, hash=False)  # op -> archs
     evidence: str = ""
     explicit_device_types: frozenset = frozenset()
@@ -111,6 +112,8 @@ class Backend:
             object.__setattr__(self, attr, frozenset(getattr(self, attr)))
         object.__setattr__(self, "defaults",
                            {op: frozenset(archs) for op, archs in self.defaults.items()})
+        object.__setattr__(self, "op_dtypes",
+                           {op: frozenset(ds) for op, ds in self.op_dtypes.items()})
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
             raise ValueError(f"Backend name {self.name!r} must match [a-z][a-z0-9_]*")
         for attr in ("probe", "gate_identity", "tunable"):
@@ -146,8 +149,9 @@ class Backend:
             return f"supports vendors {sorted(self.vendors)}, not {dev.vendor}"
         if self.archs != _ANY and dev.arch not in self.archs:
             return f"built for {', '.join(sorted(self.archs))}, not {dev.arch}"
-        if dtype not in self.dtypes:
-            return f"does not take {dtype} (takes {', '.join(sorted(map(str, self.dtypes)))})"
+        takes = self.op_dtypes.get(op, self.dtypes)
+        if dtype not in takes:
+            return f"does not take {dtype} for {op} (takes {', '.join(sorted(map(str, takes)))})"
         if dry_run:  # a hypothetical device: this machine's probes say nothing about it
             return None
         return _state.unavailable_reason(self)
@@ -172,9 +176,15 @@ _BUILTIN = (
                      "Triton grouped GEMM ~740-900 TFLOPS on MI355X (torch PR 194032); ATen "
                      "(cuBLAS) stays the default on NVIDIA",
             probe="xvendor.triton.backend:probe", tunable="xvendor.triton.tunable:TUNABLE"),
-    Backend(name="flydsl", module="xvendor.rocm.backend", ops={"gemm", "grouped_mm", "rms_norm"},
+    Backend(name="flydsl", module="xvendor.rocm.backend",
+            ops={"gemm", "grouped_mm", "rms_norm", "topk"},
             device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
             dtypes={torch.float16, torch.bfloat16},
+            op_dtypes={"topk": {torch.float16, torch.bfloat16, torch.float32}},  # router logits
+            # rms_norm and topk stay on request: torch's FlyDSL RMSNorm/topk beat ATen on gfx950
+            # above shape gates in its own PRs (190843, 191447, 191164, 193548), but those
+            # are its kernels, not ours, and say nothing of gfx1250; a default needs a
+            # device timing of these kernels that agrees with the correctness gate.
             defaults={"gemm": {"gfx950"}, "grouped_mm": {"gfx950"}},
             evidence="public numbers on MI355X (gfx950): FlyDSL bf16 GEMM 1.19x Triton / "
                      "1.15x ATen geomean (torch PR 190903); FlyDSL grouped GEMM ~900-1215 "

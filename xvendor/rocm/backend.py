@@ -1,4 +1,5 @@
-"""The ``flydsl`` backend: FlyDSL GEMM / grouped GEMM / RMSNorm templates on gfx950 and gfx1250.
+"""The ``flydsl`` backend: FlyDSL GEMM / grouped GEMM / RMSNorm / topk templates on gfx950 and
+gfx1250.
 
 Runs on ROCm devices (torch "cuda" devices with ``torch.version.hip``) whose arch is
 gfx950 (MFMA templates, ``gemm_gfx950``) or gfx1250 (WMMA + Tensor Data Mover,
@@ -15,7 +16,11 @@ specialization on a device is checked against the reference and a failing
 specialization is never used again (NOTE [correctness gate] in ``xvendor.gate``): the
 gate identity names the compiled specialization (template, config, majors, bias, dtypes,
 FlyDSL version), the same key the build cache uses. RMSNorm (``xvendor.rocm.rmsnorm``)
-keys on template, config, dtype, weight dtype, has-weight, ragged rows and the version.
+keys on template, config, dtype, weight dtype, has-weight, residual, ragged rows and the
+version; topk (``xvendor.rocm.topk``) on form (router / radix), config, dtype, largest,
+ragged rows and the version. ``rms_norm_backward`` (dx, dweight) and ``rms_norm_residual``
+(the fused ``rms_norm(x + residual)``) are kernels without an op of their own yet: the
+autograd of ``xvendor.rms_norm`` and a fused op would call them.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ import functools
 import torch
 
 from .. import devices
-from . import configs, launch, rmsnorm
+from . import configs, launch, rmsnorm, topk as _topk
 
-__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "probe", "gate_identity"]
+__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "rms_norm_backward",
+           "rms_norm_residual", "topk", "probe", "gate_identity"]
 
 ARCHS = ("gfx950", "gfx1250")
 _built: dict = {}
@@ -75,6 +81,9 @@ def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str
     if op == "rms_norm":
         cfg = _norm_config(info.arch, args[0], config)
         template, spec = rmsnorm.specialization(args, cfg)
+    elif op == "topk":
+        cfg = _topk_config(info.arch, args, config)
+        template, spec = _topk.specialization(args[:2] + tuple(args[2:4]), cfg, info.arch)
     else:
         cfg = _config(info.arch, op, config)
         template, spec = launch.specialization(op, args, cfg)
@@ -121,10 +130,65 @@ def rms_norm(x, weight=None, eps=None, *, config=None):
     return plan.result()
 
 
+def rms_norm_backward(grad, x, weight=None, eps=None, *, config=None):
+    """(dx, dweight or None) of ``xvendor.rms_norm`` over the last dim (NOTE [rms_norm
+    backward] in ``xvendor.rocm.rmsnorm``); ValueError (aten then serves) as the forward."""
+    arch = devices.info(x.device).arch
+    cfg = configs.config_from("rms_norm", config) if config else configs.NORM_BWD_DEFAULTS[arch]
+    plan = rmsnorm.plan_backward(grad, x, weight, eps, cfg)
+    if x.numel() == 0:
+        return plan.result()
+    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
+    fn = _built.get(key)
+    if fn is None:
+        fn = _built[key] = rmsnorm.build_backward(cfg, arch=arch, **plan.spec)[0]
+    fn(*plan.args, torch.cuda.current_stream(x.device))
+    return plan.result()
+
+
+def rms_norm_residual(x, residual, weight=None, eps=None, *, config=None):
+    """(rms_norm(x + residual), x + residual) in one pass (NOTE [fused residual] in
+    ``xvendor.rocm.rmsnorm``); the sum is rounded to x's dtype once, as torch's ``x + r``."""
+    arch = devices.info(x.device).arch
+    cfg = _norm_config(arch, x, config)
+    plan = rmsnorm.plan(x, weight, eps, cfg, residual=residual)
+    if x.numel() == 0:
+        return plan.result()
+    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
+    fn = _built.get(key)
+    if fn is None:
+        fn = _built[key] = rmsnorm.build(cfg, arch=arch, **plan.spec)[0]
+    fn(*plan.args, torch.cuda.current_stream(x.device))
+    return plan.result()
+
+
+def _topk_config(arch: str, args: tuple, config: dict | None) -> configs.TopkConfig:
+    x, k, dim = (tuple(args) + (-1,))[:3]
+    if config:
+        return configs.TopkConfig(**{f: config[f] for f in configs.TopkConfig.__dataclass_fields__})
+    return configs.topk_for(arch, x.shape[dim] if x.dim() else 1, k)
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True, *, config=None):
+    """torch.topk along ``dim``; always sorted (valid for sorted=False). ValueError (aten
+    then serves) for dtypes or sizes the kernels do not take (``xvendor.rocm.topk``)."""
+    arch = devices.info(x.device).arch
+    cfg = _topk_config(arch, (x, k, dim), config)
+    plan = _topk.plan(x, k, dim, largest, cfg, arch)
+    if x.numel() == 0 or k == 0:
+        return plan.result()
+    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
+    fn = _built.get(key)
+    if fn is None:
+        fn = _built[key] = _topk.build(cfg, arch=arch, **plan.spec)[0]
+    fn(*plan.args, torch.cuda.current_stream(x.device))
+    return plan.result()
+
+
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     arch = devices.info(a.device).arch
     cfg = _config(arch, "grouped_mm", config)
     return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm}
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk}

@@ -188,3 +188,73 @@ def candidates(arch: str, template: str, which: str = "all") -> tuple[Config, ..
     base = base_template(template)
     space = NORM_SPACES[arch] if base in NORM_TEMPLATES else SPACES[arch][base]
     return (d,) + tuple(c for c in space if c != d)
+
+
+# -- RMSNorm backward (``xvendor.rocm.rmsnorm.build_backward``) -------------------------
+# (vec, rows, waves): here ``rows`` is how many consecutive rows one workgroup walks (a
+# launch argument: the code is the same for every value) with all its waves on each row
+# (NOTE [rms_norm backward]); each workgroup owns one fp32 dweight partial row, so more
+# rows per workgroup means fewer partial bytes for the host's final sum (4 * hidden per
+# ``rows`` rows of 6 * hidden bf16 bytes: 8% at 8 rows) but fewer workgroups for short
+# batches. Keeping every row's dweight term in registers instead (one register set per
+# row) was tried: its buffer descriptors spilled 56-505 SGPRs (compiled here).
+NORM_BWD_SPACES: dict[str, tuple[NormConfig, ...]] = {
+    "gfx950": _norm_space([(8, 8, 4), (8, 4, 4), (8, 16, 4), (8, 8, 8), (4, 8, 4)]),
+    "gfx1250": _norm_space([(8, 8, 8), (8, 4, 8), (8, 16, 8), (8, 8, 16), (4, 8, 8)]),
+}
+# 256 threads and 8 rows: the forward default's chunk (16-byte accesses), and partials
+# under a tenth of the traffic; chosen without timing (no hardware here).
+# (76 VGPRs bf16 with a weight on gfx950, 58 on gfx1250: no config of these spills.)
+NORM_BWD_DEFAULTS: dict[str, NormConfig] = {"gfx950": NormConfig(8, 8, 4),
+                                            "gfx1250": NormConfig(8, 8, 8)}
+
+
+# -- topk (``xvendor.rocm.topk``) --------------------------------------------------------
+@dataclass(frozen=True)
+class TopkConfig:
+    """One point of the topk space. ``form``: "router" (one wave per row, each lane holds
+    ``vec`` + 1 candidates in registers: rows up to ``vec * wave`` elements) or "radix"
+    (one workgroup per row, radix select through an LDS histogram: any row length);
+    ``vec`` elements per load; ``waves`` per workgroup; ``k_max`` (radix) the LDS room
+    for the selected entries."""
+    form: str
+    vec: int
+    waves: int
+    k_max: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.form}_v{self.vec}_w{self.waves}" + (f"_k{self.k_max}" if self.k_max else "")
+
+    @property
+    def num_warps(self) -> int:
+        return self.waves
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# router: vec * wave = 256 experts on both (gfx950: 4 x 64, 8-byte bf16 loads; gfx1250:
+# 8 x 32, 16-byte loads); 4 rows (waves) per workgroup. radix: 256 threads, 16-byte loads,
+# room for k <= 1024 (8 KiB of LDS for the selected keys and indices).
+TOPK_SPACES: dict[str, tuple[TopkConfig, ...]] = {
+    "gfx950": (TopkConfig("router", 4, 4), TopkConfig("router", 4, 8),
+               TopkConfig("radix", 8, 4, 1024), TopkConfig("radix", 8, 8, 1024),
+               TopkConfig("radix", 4, 4, 1024)),
+    "gfx1250": (TopkConfig("router", 8, 4), TopkConfig("router", 8, 8),
+                TopkConfig("radix", 8, 8, 1024), TopkConfig("radix", 8, 16, 1024),
+                TopkConfig("radix", 4, 8, 1024)),
+}
+TOPK_DEFAULTS: dict[str, dict[str, TopkConfig]] = {
+    "gfx950": {"router": TopkConfig("router", 4, 4), "radix": TopkConfig("radix", 8, 4, 1024)},
+    "gfx1250": {"router": TopkConfig("router", 8, 4), "radix": TopkConfig("radix", 8, 8, 1024)},
+}
+
+
+def topk_for(arch: str, n: int, k: int) -> TopkConfig:
+    """The default topk config for rows of ``n`` elements: the router form while a wave
+    holds the row in registers and k fits its lanes, else radix select."""
+    router = TOPK_DEFAULTS[arch]["router"]
+    if n <= router.vec * _WAVE[arch] and k <= _WAVE[arch]:
+        return router
+    return TOPK_DEFAULTS[arch]["radix"]
