@@ -22,5 +22,6 @@ step info "$PY" -m xvendor.cli info
 step check "$PY" -m xvendor.cli check
 step l2-tests "$PY" -m pytest tests -m l2 -rs -q -p no:cacheprovider -o addopts="--import-mode=importlib" --junitxml="$OUT/l2-junit.xml"
 step gpu-bench "$PY" bench/gpu_gemm.py --json "$OUT/gpu-bench.json"
+step scaled-bench "$PY" bench/scaled_mm.py --gpu --json "$OUT/scaled-bench.json"
 echo "gpu_check: $([ $status = 0 ] && echo PASS || echo FAIL) -> $OUT"
 exit $status

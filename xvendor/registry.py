@@ -169,7 +169,8 @@ _BUILTIN = (
             priority=-100,
             # torch.mm checks ranks, inner sizes, dtypes and devices: tests/test_registry.py
             checks_inputs={"gemm"}),
-    Backend(name="triton", module="xvendor.triton.backend", ops={"gemm", "grouped_mm"},
+    Backend(name="triton", module="xvendor.triton.backend",
+            ops={"gemm", "grouped_mm", "scaled_mm", "scaled_grouped_mm"},
             device_types={"cuda"}, explicit_device_types={"cpu"},  # cpu: interpreter only
             dtypes=FLOAT_DTYPES, defaults={"grouped_mm": {"gfx942", "gfx950", "gfx1250"}},
             evidence="public numbers: torch's grouped_mm on ROCm is a slow per-group fallback, "

@@ -34,7 +34,7 @@ def test_record():
     b = registry.backends()["triton"]
     assert b.module == "xvendor.triton.backend" and b.probe == "xvendor.triton.backend:probe"
     assert b.tunable == "xvendor.triton.tunable:TUNABLE"
-    assert b.ops == {"gemm", "grouped_mm"} and b.device_types == {"cuda"}
+    assert b.ops == {"gemm", "grouped_mm", "scaled_mm", "scaled_grouped_mm"} and b.device_types == {"cuda"}
     assert b.explicit_device_types == {"cpu"}
     assert b.dtypes == {torch.float32, torch.float16, torch.bfloat16}
     assert "ROCm" in b.evidence and "cuBLAS" in b.evidence

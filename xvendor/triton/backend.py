@@ -1,4 +1,5 @@
-"""The ``triton`` backend: launches the templates of ``xvendor.triton.kernels``.
+"""The ``triton`` backend: launches the templates of ``xvendor.triton.kernels`` (and the
+scaled FP8/MX ones of ``xvendor.triton.scaled_kernels``, built by ``scaled_launch``).
 
 Runs on CUDA-key devices (NVIDIA and ROCm) with the config the dispatch layer passes
 (``config=``, a tuned ``Config.to_dict()``) or else the arch's default
@@ -19,10 +20,11 @@ import os
 
 import torch
 
-from . import launch
+from . import launch, scaled_launch
 from .launch import interpreting
 
-__all__ = ["KERNELS", "gemm", "grouped_mm", "probe", "interpreting"]
+__all__ = ["KERNELS", "gemm", "grouped_mm", "scaled_mm", "scaled_grouped_mm", "probe",
+           "interpreting"]
 
 # Tests set this to fill every output with NaN before the kernel writes it: proves the
 # kernel writes every element (zero tails included) rather than relying on allocation.
@@ -87,4 +89,34 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     return out
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm}
+def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0, bias=None,
+              output_dtype=torch.bfloat16, *, config=None):
+    """FP8/MX GEMM (``scaled_kernels``); recipe_a == recipe_b (the op checks it)."""
+    out = _empty((a.shape[0], b.shape[1]), output_dtype, a.device)
+    _check_size("scaled_mm", a=a, b=b, out=out)
+    cfg, backend_name, _ = scaled_launch.launch_setup(a.device, "scaled_mm", config)
+    if out.numel() == 0:
+        return out
+    kernel, grid, args, kwargs = scaled_launch.scaled_mm_launch(
+        a, b, scale_a, recipe_a, scale_b, bias, out, cfg, backend_name)
+    kernel[grid](*args, **kwargs)
+    return out
+
+
+def scaled_grouped_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=0,
+                      swizzle_b=0, output_dtype=torch.bfloat16, *, config=None):
+    """Ragged grouped FP8/MX GEMM (2Dx3D, 2Dx2D; ``scaled_kernels``)."""
+    out = _empty(scaled_launch.scaled_grouped_out_shape(a, b, offs), output_dtype, a.device)
+    _check_size("scaled_grouped_mm", a=a, b=b, out=out)
+    cfg, backend_name, programs = scaled_launch.launch_setup(a.device, "scaled_grouped_mm",
+                                                             config)
+    if out.numel() == 0:
+        return out
+    kernel, grid, args, kwargs = scaled_launch.scaled_grouped_mm_launch(
+        a, b, scale_a, recipe_a, scale_b, offs, out, cfg, backend_name, programs)
+    kernel[grid](*args, **kwargs)
+    return out
+
+
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "scaled_mm": scaled_mm,
+           "scaled_grouped_mm": scaled_grouped_mm}

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from . import configs, launch
+from . import configs, launch, scaled_configs, scaled_launch
 
 PROBLEMS = {
     "gemm": "bf16 addmm: a (8192, 4096) @ b (4096, 8192) + bias (8192,), row-major",
@@ -60,6 +60,8 @@ def _grouped_operands(layout: str):
 def launch_for(template: str, cfg: configs.Config, triton_backend: str):
     """(kernel, args, kwargs) of the representative launch of ``template`` (a ``PROBLEMS`` key)."""
     base, _, layout = template.partition(":")
+    if base in scaled_configs.TEMPLATES:  # "scaled_mm:mxfp8" ...: scaled_configs.VARIANTS
+        return scaled_launch.launch_for(template, cfg, triton_backend)
     if base == "gemm" and not layout:
         a, b, bias, out = _meta(8192, 4096), _meta(4096, 8192), _meta(8192), _meta(8192, 8192)
         kernel, _, args, kwargs = launch.gemm_launch(a, b, bias, out, cfg, triton_backend)
@@ -76,11 +78,15 @@ def launch_for(template: str, cfg: configs.Config, triton_backend: str):
 def source_hash(template: str) -> str:
     """Hash of the template's source (its jit dependencies included), this module's and the
     launch builders' (they decide the specialization: NOTE [runtime specialization])."""
-    from . import kernels
-    fn = {"gemm": kernels.gemm_kernel,
-          "grouped_mm": kernels.grouped_mm_kernel}[configs.base_template(template)]
+    from . import kernels, scaled_kernels
+    base = configs.base_template(template)
+    fn = {"gemm": kernels.gemm_kernel, "grouped_mm": kernels.grouped_mm_kernel,
+          "scaled_mm": scaled_kernels.scaled_mm_kernel,
+          "scaled_grouped_mm": scaled_kernels.scaled_grouped_mm_kernel,
+          }[base]
     h = hashlib.sha256(fn.cache_key.encode())
-    for path in (__file__, launch.__file__):
+    scaled = (scaled_launch.__file__,) if base in scaled_configs.TEMPLATES else ()
+    for path in (__file__, launch.__file__) + scaled:
         with open(path, "rb") as f:
             h.update(f.read())
     h.update(str(SCHEMA).encode())
@@ -112,7 +118,7 @@ def compile_one(template: str, arch: str, config: dict) -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import compile as triton_compile, make_backend
 
-    kind, arch_id, warp = configs.TARGETS[arch]
+    kind, arch_id, warp = configs.TARGETS.get(arch) or scaled_configs.TARGETS[arch]  # + sm_100
     target = GPUTarget(kind, arch_id, warp)
     target_backend = make_backend(target)
     cfg = configs.Config(**config)  # template may be a variant: "grouped_mm:3Dx2D"
