@@ -6,13 +6,24 @@ recorder. See docs/resilient-groups.md.
 - ``ResilientGroup``: all_reduce / broadcast / all_gather / reduce_scatter / barrier with
   sliced waits; ``recover()`` after ``EpochAborted``; ``commit_step()`` admits newcomers;
   ``rejoin()`` after ``Excluded``.
+- ``Coordinator`` (``xvendor coordinator``): the same role for jobs whose workers are launched
+  by others (torchrun per replica group, Slurm, Kubernetes); workers find it from the
+  environment: ``ResilientGroup.from_env(get_state, set_state, model=model)``.
+- ``ResilientProcessGroup``: one epoch as a ``torch.distributed.ProcessGroup``;
+  ``resilient_ddp(model, rg)`` DDP that follows the epochs; ``with rg.step(optimizer):``
+  the step guard (commit on every member or redo on the next epoch).
 - ``analyze``: what a set of flight-recorder dumps says (``xvendor fr analyze DIR``).
 """
 
 from .agent import Agent
 from .control import EpochAborted, Excluded, Timing
+from .coordinator import Coordinator, StragglerPolicy
+from .ddp import ResilientDDP, resilient_ddp
 from .group import ResilientGroup
+from .torch_pg import ResilientProcessGroup
+from .wire import Refused
 from .recorder import FlightRecorder, analyze, format_analysis
 
-__all__ = ["Agent", "EpochAborted", "Excluded", "FlightRecorder", "ResilientGroup", "Timing",
-           "analyze", "format_analysis"]
+__all__ = ["Agent", "Coordinator", "EpochAborted", "Excluded", "FlightRecorder", "Refused",
+           "ResilientDDP", "ResilientGroup", "ResilientProcessGroup", "StragglerPolicy", "Timing",
+           "analyze", "format_analysis", "resilient_ddp"]

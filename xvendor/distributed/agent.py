@@ -1,6 +1,8 @@
-"""The agent: hosts the control-plane TCPStore outside the training ranks, starts workers, and
-posts death notices — at once when a worker process exits, after ``hb_timeout_s`` when its
-heartbeat stops (SIGSTOP, a hang) — aborting every live epoch that lists the dead member.
+"""The agent (``xvendor run``, one machine): hosts the control-plane TCPStore outside the
+training ranks, starts workers, and posts death notices — at once when a worker process
+exits, after ``hb_timeout_s`` when its heartbeat stops (SIGSTOP, a hang) — aborting every
+live epoch that lists the dead member. The verdicts themselves are ``Verdicts``'s, shared
+with the ``Coordinator`` (which starts no process: workers connect to it).
 
 Workers start either as Python functions in a forkserver whose server imported torch once
 (fast: a newcomer is up in well under a second, the Python + torch import is paid once), or
@@ -25,7 +27,7 @@ import torch.distributed as dist
 
 from . import control as cp
 from .control import Timing
-from .recorder import write_agent_dump
+from .verdicts import Verdicts
 
 
 def _child_main(target: Callable[[dict], None], spec: dict) -> None:
@@ -48,9 +50,9 @@ class Agent:
         self._pid_of_member: dict[int, int] = {}
         self._scanned = 0
         self._unmapped: set[int] = set()
-        self._hb: dict[int, tuple[int, float]] = {}
-        self.deaths: dict[int, str] = {}
-        self.death_times: dict[int, float] = {}
+        self.verdicts = Verdicts(self._ctl, timing, fr_dir)
+        self.deaths = self.verdicts.deaths            # {member: why}, shared
+        self.death_times = self.verdicts.death_times  # {member: monotonic time of the verdict}
         self._ctx = None
         self._preload = ("torch", "torch.distributed", "xvendor.distributed.group") + tuple(preload)
         self._stop = threading.Event()
@@ -154,8 +156,8 @@ class Agent:
                 if now - last_hb >= max(self.timing.hb_interval_s / 2, 0.05):
                     last_hb = now
                     self._scan_ids()
-                    self._check_heartbeats(now)
-                    self._abort_epochs_with_dead()
+                    self.verdicts.check_heartbeats(now, range(self._scanned))
+                    self.verdicts.abort_epochs_with_dead()
             except Exception as e:  # the store is shutting down
                 if self._stop.is_set():
                     return
@@ -194,41 +196,8 @@ class Agent:
                     self._pid_of_member[m] = int(raw)
                     self._unmapped.discard(m)
 
-    def _check_heartbeats(self, now: float) -> None:
-        for m in range(self._scanned):
-            if m in self.deaths or self._ctl.store.check([cp.key_left(m)]):
-                continue
-            v = int(self._ctl.store.add(cp.key_hb(m), 0))
-            if v == 0:
-                continue  # not started yet (still importing torch): exits cover it till then
-            seen = self._hb.get(m)
-            if seen is None or seen[0] != v:
-                self._hb[m] = (v, now)
-            elif now - seen[1] > self.timing.hb_timeout_s:
-                self._declare(m, f"heartbeat stale for {now - seen[1]:.2f} s (hung or stopped)")
-
     def _declare(self, member: int, reason: str) -> None:
-        if member in self.deaths:
-            return
-        self.deaths[member] = reason
-        self.death_times[member] = time.monotonic()
-        self._ctl.declare_dead(member, reason)
-        self._abort_epochs_with_dead()
-        if self.fr_dir:
-            e = self._ctl.latest_epoch()
-            write_agent_dump(self.fr_dir, self.deaths,
-                             {k: self._ctl.record(k) for k in range(max(0, e - 3), e + 1)})
-
-    def _abort_epochs_with_dead(self) -> None:
-        if not self.deaths:
-            return
-        latest = self._ctl.latest_epoch()
-        for e in range(max(0, latest - 1), latest + 1):
-            rec = self._ctl.record(e)
-            gone = [m for m in (rec or {}).get("members", ()) if m in self.deaths]
-            if gone and not self._ctl.aborted(e):
-                self._ctl.abort(e, f"agent: member(s) {gone} dead: "
-                                   f"{'; '.join(self.deaths[m] for m in gone)}")
+        self.verdicts.declare(member, reason)
 
     # -- ending ---------------------------------------------------------------------------
     def close(self) -> None:

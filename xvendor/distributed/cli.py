@@ -1,4 +1,4 @@
-"""``xvendor run``, ``xvendor fr analyze`` and ``xvendor demo elastic``.
+"""``xvendor run``, ``xvendor coordinator``, ``xvendor fr analyze`` and ``xvendor demo elastic``.
 
 Wire into ``xvendor/cli.py``'s ``build_parser()`` with
 ``from .distributed.cli import add_parsers`` and ``add_parsers(sub)``; each subcommand sets
@@ -57,8 +57,13 @@ def cmd_demo_elastic(args) -> int:
     return demo.run(steps=args.steps, ranks=args.ranks)
 
 
+def cmd_coordinator(args) -> int:
+    from .coordinator import run
+    return run(args)
+
+
 def add_parsers(sub) -> None:
-    """Add ``run``, ``fr`` and ``demo`` to an argparse subparsers object."""
+    """Add ``run``, ``coordinator``, ``fr`` and ``demo`` to an argparse subparsers object."""
     r = sub.add_parser("run", help="start N workers under an agent that hosts the store, "
                                    "posts death notices and starts replacements")
     r.add_argument("--nproc", type=int, required=True)
@@ -70,6 +75,13 @@ def add_parsers(sub) -> None:
     r.add_argument("script")
     r.add_argument("script_args", nargs=argparse.REMAINDER)
     r.set_defaults(fn=cmd_run)
+
+    from .coordinator import add_arguments as coordinator_arguments
+    c = sub.add_parser("coordinator", help="host the store and watch the workers of a job "
+                                           "whose replica groups others launch (torchrun, "
+                                           "Slurm, Kubernetes); workers join from the env")
+    coordinator_arguments(c)
+    c.set_defaults(fn=cmd_coordinator)
 
     fr = sub.add_parser("fr", help="flight recorder tools")
     fr_sub = fr.add_subparsers(dest="fr_command", required=True)

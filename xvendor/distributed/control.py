@@ -16,6 +16,10 @@ Every key lives under ``xv/``. The protocol, in store terms:
 - ``xv/join/<k>``     join slot ``k`` holds a newcomer id (claimed with compare_set).
 - ``xv/gb/<e>/<s>``   the grow decision of epoch ``e`` at step ``s`` (first proposal wins).
 - ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state).
+- ``xv/vote/<e>/<s>/<id>`` a member's collectives of guarded step ``s`` succeeded ("1") or not;
+                      ``xv/verdict/<e>/<s>`` "commit" or "redo", first proposal wins.
+
+With a ``Coordinator`` every key sits under a job- and lane-specific prefix (``wire``).
 
 Member ids identify one process incarnation: a process that is excluded and rejoins gets a
 new id, so nothing it did under the old one can count again.
@@ -27,6 +31,7 @@ import datetime
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass
 
 import torch.distributed as dist
@@ -77,6 +82,8 @@ def key_join(k: int) -> str: return f"{ROOT}join/{k}"
 def key_grow(e: int, step: int) -> str: return f"{ROOT}gb/{e}/{step}"
 def key_ready(e: int, i: int) -> str: return f"{ROOT}ready/{e}/{i}"
 def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
+def key_vote(e: int, step: int, i: int) -> str: return f"{ROOT}vote/{e}/{step}/{i}"
+def key_verdict(e: int, step: int) -> str: return f"{ROOT}verdict/{e}/{step}"
 
 
 KEY_LATEST = ROOT + "latest"
@@ -84,9 +91,10 @@ KEY_NEXT_ID = ROOT + "next_id"
 KEY_DEAD_SEQ = ROOT + "dead_seq"
 
 
-def connect(host: str, port: int, timeout_s: float = 60.0) -> dist.TCPStore:
-    return dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
-                         timeout=datetime.timedelta(seconds=timeout_s))
+def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "") -> dist.Store:
+    store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout_s))
+    return dist.PrefixStore(prefix, store) if prefix else store
 
 
 class Control:
@@ -175,13 +183,45 @@ class Control:
         return found
 
 
+def sliced_wait(work, ctl: Control, epoch: int, member: int, timing: Timing,
+                t0: float) -> None:
+    """Wait for ``work`` in slices of ``timing.slice_s``, reading epoch ``epoch``'s abort flag
+    between slices: returns when it completed, raises its error, or ``EpochAborted``."""
+    sl = datetime.timedelta(seconds=timing.slice_s)
+    poll = False  # reconfigure's FutureWrappingWork has no wait(timeout): poll it
+    while True:
+        if poll:
+            if work.is_completed():
+                work.wait()  # done: returns at once, or raises the op's error
+                return
+            time.sleep(timing.slice_s / 4)
+        else:
+            try:
+                work.wait(sl)
+                return
+            except RuntimeError as e:
+                if "finite timeout not implemented" in str(e):
+                    poll = True
+                    continue
+                if "timed out" not in str(e).lower():
+                    raise
+        if ctl.aborted(epoch):
+            why = ctl.get(key_abort(epoch))
+            raise EpochAborted(f"epoch {epoch} aborted: {why}")
+        if time.monotonic() - t0 > timing.call_bound_s - 2 * timing.slice_s:
+            # NOTE [bound]: no death notice yet a peer is silent: stop the epoch rather
+            # than break the bound. A live slow peer is re-admitted by the next proposal.
+            ctl.abort(epoch, f"member {member}: no progress within the "
+                             f"call bound {timing.call_bound_s:.2f} s")
+
+
 class Heartbeat:
     """A daemon thread bumping ``xv/hb/<id>`` on its own store client (a blocked main-thread
     store call must not stall it). A SIGSTOPped process stops it too: that is the point."""
 
-    def __init__(self, host: str, port: int, member: int, interval_s: float):
+    def __init__(self, store: dist.Store, member: int, interval_s: float):
         self.member, self.interval_s = member, interval_s
-        self._store = connect(host, port)
+        self._store = store
         self._store.set(key_pid(member), str(os.getpid()))
         self._store.add(key_hb(member), 1)
         self._stop = threading.Event()

@@ -2,7 +2,15 @@
 call blocks past ``Timing.call_bound_s``; shrink on failure, grow at step boundaries, state
 re-sync from the oldest survivor.
 
-A training loop::
+A training loop with DDP (``resilient_ddp``) and the step guard::
+
+    rg = ResilientGroup.from_env(get_state, set_state, model=model)
+    ddp = resilient_ddp(model, rg)
+    while rg.step < steps:                     # ``rg.step`` is the committed step count
+        with rg.step(optimizer):               # steps the optimizer only if every member's
+            loss_fn(ddp(batch(rg.step))).backward()  # collectives succeeded; else redone
+
+A training loop by hand::
 
     rg = ResilientGroup.from_env(get_state, set_state)
     while rg.step < steps:
@@ -22,7 +30,6 @@ stuck on a hung peer may still write into its buffers later, so none is ever reu
 
 from __future__ import annotations
 
-import datetime
 import io
 import json
 import os
@@ -35,24 +42,43 @@ import torch.distributed as dist
 
 from . import control as cp
 from . import dataplane
-from .control import EpochAborted, Excluded, Timing
+from .control import EpochAborted, Excluded, Timing, sliced_wait
 from .recorder import FlightRecorder
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
         "product": dist.ReduceOp.PRODUCT}
 
 
+class StepCount(int):
+    """The committed step count (an ``int``); calling it opens the step guard:
+    ``with rg.step(optimizer):`` (see ``stepguard``)."""
+
+    def __new__(cls, value: int, group: "ResilientGroup"):
+        self = super().__new__(cls, value)
+        self._group = group
+        return self
+
+    def __call__(self, optimizer=None, agree=None):
+        from .stepguard import StepGuard
+        return StepGuard(self._group, optimizer, agree)
+
+    def __reduce__(self):  # pickles (torch.save, multiprocessing) as the plain int
+        return (int, (int(self),))
+
+
 class ResilientGroup:
     def __init__(self, host: str, port: int, member: int, *, get_state: Callable[[], Any],
                  set_state: Callable[[Any], None], timing: Timing = Timing(),
                  fr_dir: str | None = None, backend: str = "gloo", has_state: bool = True,
-                 device: str | torch.device = "cpu", strategy: str | None = None):
+                 device: str | torch.device = "cpu", strategy: str | None = None,
+                 store_prefix: str = "", link=None):
         self.host, self.port, self.member, self.timing = host, port, member, timing
+        self.store_prefix, self.link = store_prefix, link  # link: the coordinator connection
         self.get_state, self.set_state, self.fr_dir, self.backend = get_state, set_state, fr_dir, backend
         self.device = torch.device(device)
-        self.ctl = cp.Control(cp.connect(host, port))
+        self.ctl = cp.Control(self._connect())
         self.plane = dataplane.Plane(backend, self.ctl.store, timing.op_timeout_s, member,
-                                     strategy, connect=lambda: cp.connect(host, port))
+                                     strategy, connect=self._connect)
         self.strategy, self.strategy_why = self.plane.strategy, self.plane.why
         self._prev = None  # (group, members) of the last epoch: shrink_group/reconfigure need it
         self.recorder = FlightRecorder()
@@ -60,15 +86,34 @@ class ResilientGroup:
         self.pg = None
         self.epoch, self.rank, self.members, self.record = -1, -1, [], {}
         self.step = 0
+        self.listeners: list[Callable[["ResilientGroup", list[int]], None]] = []
+        self._torch_pg = None  # this epoch's ResilientProcessGroup, made on first use
         self.stats = {"max_call_s": 0.0, "recoveries": [], "epochs": [], "dumps": []}
         self._dumped: set[int] = set()
-        self._heartbeat = cp.Heartbeat(host, port, member, timing.hb_interval_s)
+        self._heartbeat = cp.Heartbeat(self._connect(), member, timing.hb_interval_s)
+
+    def _connect(self):
+        return cp.connect(self.host, self.port, prefix=self.store_prefix)
+
+    @property
+    def step(self) -> StepCount:
+        return StepCount(self._step, self)
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._step = int(value)
 
     # -- construction --------------------------------------------------------------------
     @classmethod
-    def from_env(cls, get_state, set_state, **kw) -> "ResilientGroup":
-        """Join the job an ``Agent`` (``xvendor run``) started this process for."""
+    def from_env(cls, get_state, set_state, model=None, **kw) -> "ResilientGroup":
+        """Join the job this process was started for: a ``Coordinator``'s when
+        ``XVENDOR_COORDINATOR`` is set (see ``env``; ``model`` is fingerprinted so a replica
+        with a different model is refused), else the ``Agent``'s (``xvendor run``)."""
         env = os.environ
+        if env.get("XVENDOR_COORDINATOR"):
+            from .env import join, link_from_env
+            return join(cls, link_from_env(model), get_state=get_state, set_state=set_state,
+                        **kw)
         timing = Timing(**json.loads(env["XV_TIMING"])) if env.get("XV_TIMING") else Timing()
         args = dict(get_state=get_state, set_state=set_state, timing=timing,
                     fr_dir=env.get("XV_FR_DIR") or None, **kw)
@@ -89,10 +134,15 @@ class ResilientGroup:
     def newcomer(cls, host, port, member: int | None = None, **kw) -> "ResilientGroup":
         """Queue for admission; return once admitted, with state received."""
         if member is None:
-            member = cp.Control(cp.connect(host, port)).new_id()
+            member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""))).new_id()
         self = cls(host, port, member, has_state=False, **kw)
+        self._queue(time.monotonic())
+        return self
+
+    def _queue(self, t0: float) -> None:
+        """Claim a join slot, wait to be admitted at a step boundary, form the epoch."""
+        member = self.member
         self.ctl.claim_join_slot(member)
-        t0 = time.monotonic()
         while True:
             if self.ctl.is_dead(member):
                 self._exclude(f"member {member} was declared dead while queued")
@@ -111,14 +161,20 @@ class ResilientGroup:
             time.sleep(self.timing.slice_s)
         self._converge(after=-1, t0=t0)
         self.stats["admitted_s"] = time.monotonic() - t0
-        return self
+
+    def reconnect(self) -> None:
+        """After the coordinator was restarted: see ``env.reconnect``."""
+        from .env import reconnect
+        reconnect(self)
 
     def rejoin(self) -> "ResilientGroup":
         """After ``Excluded``: come back as a newcomer under a new id."""
-        return type(self).newcomer(self.host, self.port, None, get_state=self.get_state,
-                                   set_state=self.set_state, timing=self.timing,
-                                   fr_dir=self.fr_dir, backend=self.backend, device=self.device,
-                                   strategy=self.plane.strategy)
+        link = self.link.reopen() if self.link is not None else None
+        return type(self).newcomer(self.host, self.port, link and link.member,
+                                   get_state=self.get_state, set_state=self.set_state,
+                                   timing=self.timing, fr_dir=self.fr_dir, backend=self.backend,
+                                   device=self.device, strategy=self.plane.strategy,
+                                   store_prefix=self.store_prefix, link=link)
 
     @property
     def size(self) -> int:
@@ -181,32 +237,7 @@ class ResilientGroup:
             self.stats["max_call_s"] = max(self.stats["max_call_s"], time.monotonic() - t0)
 
     def _wait(self, work, t0: float) -> None:
-        sl = datetime.timedelta(seconds=self.timing.slice_s)
-        poll = False  # reconfigure's FutureWrappingWork has no wait(timeout): poll it
-        while True:
-            if poll:
-                if work.is_completed():
-                    work.wait()  # done: returns at once, or raises the op's error
-                    return
-                time.sleep(self.timing.slice_s / 4)
-            else:
-                try:
-                    work.wait(sl)
-                    return
-                except RuntimeError as e:
-                    if "finite timeout not implemented" in str(e):
-                        poll = True
-                        continue
-                    if "timed out" not in str(e).lower():
-                        raise
-            if self.ctl.aborted(self.epoch):
-                why = self.ctl.get(cp.key_abort(self.epoch))
-                raise EpochAborted(f"epoch {self.epoch} aborted: {why}")
-            if time.monotonic() - t0 > self.timing.call_bound_s - 2 * self.timing.slice_s:
-                # NOTE [bound]: no death notice yet a peer is silent: stop the epoch rather
-                # than break the bound. A live slow peer is re-admitted by the next proposal.
-                self.ctl.abort(self.epoch, f"member {self.member}: no progress within the "
-                                           f"call bound {self.timing.call_bound_s:.2f} s")
+        sliced_wait(work, self.ctl, self.epoch, self.member, self.timing, t0)
 
     # -- step boundary: grow ---------------------------------------------------------------
     def commit_step(self) -> None:
@@ -280,7 +311,8 @@ class ResilientGroup:
     def _form(self, e: int, rec: dict) -> None:
         members = rec["members"]
         keys = [cp.key_ready(e, m) for m in members]
-        self.ctl.store.set(cp.key_ready(e, self.member), "1" if self.has_state else "0")
+        self.ctl.store.set(cp.key_ready(e, self.member),
+                           f"1:{int(self.step)}" if self.has_state else "0")
         t0, polls = time.monotonic(), 0
         while not self.ctl.store.check(keys):
             polls += 1
@@ -295,9 +327,12 @@ class ResilientGroup:
                 raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
             time.sleep(self.timing.slice_s / 4)
         flags = [v.decode() for v in self.ctl.store.multi_get(keys)]
-        if "1" not in flags:
+        steps = [int(f[2:]) if f.startswith("1:") else -1 for f in flags]
+        if max(steps) < 0:
             raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
-        src = flags.index("1")  # the oldest member holding state
+        # The oldest member holding state; among several, the most advanced (members differ
+        # only after a coordinator restart, when some committed a step the others did not).
+        src = steps.index(max(steps))
         prev, prev_members = self._prev or (None, [])
         self._prev = None
         self.epoch, self.rank, self.members, self.record = e, members.index(self.member), members, rec
@@ -309,6 +344,19 @@ class ResilientGroup:
         self._sync_state(src)
         self.has_state = True
         self.stats["epochs"].append({"epoch": e, "members": members, "rank": self.rank})
+        for notify in self.listeners:  # adapters (resilient_ddp) move to the new epoch
+            notify(self, prev_members)
+
+    def torch_group(self):
+        """This epoch's ``ResilientProcessGroup`` (a ``torch.distributed.ProcessGroup``)."""
+        if self.pg is None:
+            raise EpochAborted(f"member {self.member}: no group (call recover())")
+        if self._torch_pg is None or self._torch_pg.epoch != self.epoch:
+            from .torch_pg import ResilientProcessGroup, unregister
+            if self._torch_pg is not None:
+                unregister(self._torch_pg)
+            self._torch_pg = ResilientProcessGroup(self)
+        return self._torch_pg
 
     def _build(self, e: int, members: list[int], prev, prev_members: list[int]):
         """The epoch's group, built on a helper thread: a gloo constructor connects to every
@@ -339,7 +387,7 @@ class ResilientGroup:
         payload = None
         if self.rank == src:
             bio = io.BytesIO()
-            torch.save({"step": self.step, "state": self.get_state()}, bio)
+            torch.save({"step": int(self.step), "state": self.get_state()}, bio)
             payload = torch.frombuffer(bytearray(bio.getvalue()), dtype=torch.uint8)
             header = torch.tensor([payload.numel(), self.step], dtype=torch.int64)
         else:
@@ -382,3 +430,5 @@ class ResilientGroup:
         """Leave cleanly: the agent will not count this process's exit as a failure."""
         self.ctl.store.set(cp.key_left(self.member), "1")
         self._heartbeat.stop()
+        if self.link is not None:
+            self.link.close()

@@ -1,0 +1,190 @@
+"""The coordinator's front door and verdicts over real sockets on 127.0.0.1 (l1): refusals
+(token, protocol, version, model), epoch 0 from whoever arrives, a dropped connection seen as
+a death, straggler eviction from step reports. Plus the pure parts (l0)."""
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from xvendor.distributed import Coordinator, Refused, StragglerPolicy, Timing, wire
+from xvendor.distributed.coordinator import main as coordinator_main
+from xvendor.distributed.ddp_drill import ExactModel
+from xvendor.distributed.env import Link, fingerprint, link_from_env
+
+TOKEN = "right-token"
+
+
+@pytest.fixture
+def coord():
+    made = []
+
+    def make(**kw):
+        kw.setdefault("straggler", StragglerPolicy(0, 0))
+        c = Coordinator(TOKEN, "127.0.0.1", 0, log=lambda m: None, **kw)
+        threading.Thread(target=c.serve, daemon=True).start()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def wait_for(cond, timeout_s=10.0, what=""):
+    end = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def raw_hello(c: Coordinator, **override) -> dict:
+    """Speak the protocol by hand, to send what a real worker would not."""
+    s = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+    reader = wire.LineReader()
+    greet = wire.recv_one(s, reader, 10)
+    msg = wire.hello(TOKEN, greet["nonce"], lane=0, replica="x", restart=0, fingerprint=None)
+    msg.update(override)
+    wire.send(s, msg)
+    reply = wire.recv_one(s, reader, 10)
+    s.close()
+    return reply
+
+
+@pytest.mark.l1
+def test_wrong_token_is_refused(coord):
+    c = coord()
+    with pytest.raises(Refused, match="wrong token"):
+        Link("127.0.0.1", c.port, "not-the-token")
+    assert any("wrong token" in r for r in c.refusals)
+    assert c.lane(0).arrivals == []  # nothing of the stray reached the job's state
+
+
+@pytest.mark.l1
+def test_version_and_protocol_mismatch_are_refused(coord):
+    c = coord()
+    r = raw_hello(c, xvendor="0.0.1-other")
+    assert not r["ok"] and "xvendor version mismatch" in r["error"] and "0.0.1-other" in r["error"]
+    r = raw_hello(c, proto=99)
+    assert not r["ok"] and "protocol version mismatch" in r["error"]
+    r = raw_hello(c, lane=-1)
+    assert not r["ok"] and "lane must be" in r["error"]
+    assert raw_hello(c)["ok"]  # the same hello, unaltered, is admitted
+
+
+@pytest.mark.l1
+def test_a_different_model_is_refused(coord):
+    c = coord(min_replicas=2)
+    fa, fb = fingerprint(ExactModel(37, 300)), fingerprint(ExactModel(38, 300))
+    assert fa != fb and fa == fingerprint(ExactModel(37, 300))
+    a = Link("127.0.0.1", c.port, TOKEN, fingerprint=fa)
+    with pytest.raises(Refused, match="model mismatch in lane 0"):
+        Link("127.0.0.1", c.port, TOKEN, fingerprint=fb)
+    b = Link("127.0.0.1", c.port, TOKEN, fingerprint=fa, lane=1)  # lanes are separate
+    c2 = Link("127.0.0.1", c.port, TOKEN, fingerprint=fa)
+    wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
+    assert c.lane(0).ctl.record(0)["members"] == [a.member, c2.member]
+    for link in (a, b, c2):
+        link.close()
+
+
+@pytest.mark.l1
+def test_epoch0_forms_from_whoever_arrives(coord):
+    c = coord(min_replicas=3, join_timeout_s=0.5)
+    first = Link("127.0.0.1", c.port, TOKEN)
+    wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0 after the join timeout")
+    rec = c.lane(0).ctl.record(0)
+    assert rec["members"] == [first.member] and "join timeout" in rec["why"]
+    late = Link("127.0.0.1", c.port, TOKEN)  # after epoch 0: a newcomer, not a founder
+    time.sleep(0.2)
+    assert c.lane(0).ctl.record(0)["members"] == [first.member] and late.member != first.member
+    first.close()
+    late.close()
+
+
+@pytest.mark.l1
+def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
+    c = coord(min_replicas=2)
+    a, b = Link("127.0.0.1", c.port, TOKEN), Link("127.0.0.1", c.port, TOKEN)
+    wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
+    t0 = time.monotonic()
+    a._sock.close()  # what the kernel does for a process killed with SIGKILL
+    wait_for(lambda: a.member in c.deaths(), what="the death notice")
+    print(f"dropped connection -> death notice in {time.monotonic() - t0:.3f} s")
+    assert "closed without a goodbye" in c.deaths()[a.member]
+    assert c.lane(0).ctl.aborted(0)  # the epoch that listed it is stopped for everyone
+    b.close()  # a clean leave
+    time.sleep(0.3)
+    assert b.member not in c.deaths()
+
+
+@pytest.mark.l1
+def test_straggler_is_evicted_after_k_consecutive_slow_steps(coord):
+    c = coord(min_replicas=3, straggler=StragglerPolicy(factor=3.0, steps=3, min_s=0.1))
+    links = [Link("127.0.0.1", c.port, TOKEN) for _ in range(3)]
+    wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
+    fast, slow = 0.02, 0.5
+    pattern = {0: [fast] * 8, 1: [fast] * 8,
+               2: [slow, fast, slow, slow, fast, slow, slow, slow]}  # 3 in a row only at 5..7
+    for step in range(8):
+        for i, link in enumerate(links):
+            link.report(0, step, pattern[i][step])
+        time.sleep(0.05)
+        victim = links[2].member
+        if step < 7:
+            time.sleep(0.1)
+            assert victim not in c.deaths(), f"evicted early, at step {step}"
+    wait_for(lambda: links[2].member in c.deaths(), what="the straggler's eviction")
+    why = c.deaths()[links[2].member]
+    assert "straggler" in why and "3 consecutive steps" in why and "0.500" in why, why
+    assert set(c.deaths()) == {links[2].member}
+    for link in links:
+        link.close()
+
+
+@pytest.mark.l1
+def test_cli_refuses_to_start_without_a_token(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("XVENDOR_TOKEN", raising=False)
+    assert coordinator_main(["--port", "0", "--host", "127.0.0.1"]) == 2
+    assert "XVENDOR_TOKEN" in capsys.readouterr().err
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    assert coordinator_main(["--port", "0", "--token-file", str(empty)]) == 2
+    assert "is empty" in capsys.readouterr().err
+
+
+@pytest.mark.l0
+def test_env_errors_name_the_variable(monkeypatch):
+    monkeypatch.setenv("XVENDOR_COORDINATOR", "no-port-here")
+    with pytest.raises(ValueError, match="XVENDOR_COORDINATOR must be host:port"):
+        link_from_env()
+    monkeypatch.setenv("XVENDOR_COORDINATOR", "127.0.0.1:1")
+    monkeypatch.delenv("XVENDOR_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="XVENDOR_TOKEN is not set"):
+        link_from_env()
+
+
+@pytest.mark.l0
+def test_wire_pieces():
+    r = wire.LineReader()
+    assert r.feed(b'{"a": 1}\n{"b"') == [{"a": 1}]
+    assert r.feed(b': 2}\n') == [{"b": 2}]
+    with pytest.raises(ValueError, match="longer than"):
+        wire.LineReader().feed(b"x" * (wire.LineReader.MAX_LINE + 1))
+    assert wire.mac("t", "n") != wire.mac("u", "n")
+    assert wire.job_prefix("t", 0) != wire.job_prefix("u", 0) != wire.job_prefix("t", 1)
+    hello = {"proto": wire.PROTO, "mac": wire.mac("t", "n"), "xvendor": "v", "lane": 0}
+    assert wire.check_hello(hello, "t", "n", "v") is None
+    assert "wrong token" in wire.check_hello(hello, "u", "n", "v")
+    json.dumps(hello)
+
+
+@pytest.mark.l0
+def test_coordinator_argument_errors():
+    with pytest.raises(ValueError, match="token must be a non-empty"):
+        Coordinator("", "127.0.0.1", 0)
+    with pytest.raises(ValueError, match="min_replicas must be >= 1"):
+        Coordinator("t", "127.0.0.1", 0, min_replicas=0)
+    assert Timing().hb_timeout_s > 0

@@ -1,0 +1,367 @@
+"""The coordinator: the part of the job that lives outside every replica group.
+
+- Hosts the control-plane TCPStore (on ``store_port``, by default the front port + 1).
+- Admits workers through its front port (``wire``): token (HMAC challenge), protocol and
+  xvendor version, and, per lane, the model fingerprint must match; a refusal names the rule.
+- Watches liveness with the worker's own connection: a process that dies (kill -9 included)
+  closes it, seen at once; a hung one (SIGSTOP) by its store heartbeat going stale.
+- Forms epoch 0 of each lane from whoever arrives: as soon as ``min_replicas`` are in, or
+  with whoever is there after ``join_timeout_s``. Later arrivals queue as newcomers and are
+  admitted by the members at a step boundary.
+- Evicts stragglers: a member whose busy time (step start to its last collective launch) is
+  over ``factor`` x the median (and ``min_s`` over it) for ``steps`` consecutive steps is
+  declared dead like a failed one, and the flight recorder says so.
+
+A lane is one rank position inside the replica groups (``RANK`` under torchrun): lane ``r``'s
+resilient group joins rank ``r`` of every replica group. A pure DDP job has one lane.
+
+It starts and signals no process: launchers (torchrun, Slurm, Kubernetes) restart workers.
+
+It is a single point, with its store, but a restartable one: when it dies, workers under
+the step guard notice (their connection closes), keep retrying its address for the join
+timeout, are admitted again by the new instance (same ports, same token), form a fresh
+epoch 0 and take the state of the most advanced member (ResilientGroup.reconnect). Verified
+here with a kill -9 of the coordinator mid-run (tests/distributed/test_ddp.py). Hand-written
+loops without the guard must call ``rg.reconnect()`` themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import selectors
+import socket
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch.distributed as dist
+
+from . import control as cp
+from . import wire
+from .control import Timing
+from .verdicts import Verdicts
+
+
+@dataclass(frozen=True)
+class StragglerPolicy:
+    factor: float = 3.0   # busy > factor x median ...
+    steps: int = 10       # ... for this many consecutive steps: evicted
+    min_s: float = 0.1    # and at least this many seconds over the median (noise floor)
+
+    @property
+    def enabled(self) -> bool:
+        return self.factor > 0 and self.steps > 0
+
+
+@dataclass
+class _Lane:
+    index: int
+    prefix: str
+    ctl: cp.Control
+    verdicts: Verdicts
+    arrivals: list[int] = field(default_factory=list)
+    first_arrival: float | None = None
+    formed: bool = False
+    fingerprint: str | None = None
+    busy: dict[tuple[int, int], dict[int, float]] = field(default_factory=dict)
+    slow: dict[int, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class _Conn:
+    nonce: str
+    reader: wire.LineReader = field(default_factory=wire.LineReader)
+    lane: int | None = None
+    member: int | None = None
+    bye: bool = False
+    peer: str = ""
+
+
+class Coordinator:
+    def __init__(self, token: str, host: str = "0.0.0.0", port: int = 0,
+                 store_port: int | None = None, min_replicas: int = 1,
+                 join_timeout_s: float = 60.0, timing: Timing = Timing(),
+                 straggler: StragglerPolicy = StragglerPolicy(), fr_dir: str | None = None,
+                 log=None):
+        if not token:
+            raise ValueError("token must be a non-empty string (XVENDOR_TOKEN or --token-file)")
+        if min_replicas < 1:
+            raise ValueError(f"min_replicas must be >= 1, got {min_replicas}")
+        from .. import __version__
+        self.version, self.token, self.timing = __version__, token, timing
+        self.min_replicas, self.join_timeout_s = min_replicas, join_timeout_s
+        self.straggler, self.fr_dir = straggler, fr_dir
+        self._log = log or (lambda msg: print(f"xvendor coordinator: {msg}", file=sys.stderr,
+                                              flush=True))
+        self._front = socket.create_server((host, port), reuse_port=False)
+        self._front.setblocking(False)
+        self.port = self._front.getsockname()[1]
+        sp = store_port if store_port is not None else (self.port + 1 if port else 0)
+        self.store = dist.TCPStore(host, sp, is_master=True, wait_for_workers=False,
+                                   timeout=datetime.timedelta(seconds=60))
+        self.store_port = self.store.port
+        self._client = cp.connect("127.0.0.1" if host in ("0.0.0.0", "") else host,
+                                  self.store_port)
+        self.lanes: dict[int, _Lane] = {}
+        self.refusals: list[str] = []
+        self._conns: dict[socket.socket, _Conn] = {}
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._front, selectors.EVENT_READ)
+        self._closed = self._serving = False
+
+    # -- lanes --------------------------------------------------------------------------
+    def lane(self, r: int) -> _Lane:
+        if r not in self.lanes:
+            prefix = wire.job_prefix(self.token, r)
+            ctl = cp.Control(dist.PrefixStore(prefix, self._client))
+            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir))
+        return self.lanes[r]
+
+    def deaths(self, lane: int = 0) -> dict[int, str]:
+        return dict(self.lane(lane).verdicts.deaths)
+
+    # -- the loop -----------------------------------------------------------------------
+    def serve(self, until=lambda: False) -> None:
+        """Run until ``until()`` is true or ``close()`` (from another thread)."""
+        last_hb = 0.0
+        tick = min(self.timing.agent_tick_s * 5, 0.05)
+        self._serving = True
+        try:
+            while not self._closed and not until():
+                for key, _ in self._sel.select(timeout=tick):
+                    try:
+                        if key.fileobj is self._front:
+                            self._accept()
+                        else:
+                            self._readable(key.fileobj)
+                    except Exception as e:  # one bad connection must not stop the job
+                        self._log(f"connection error: {e!r}")
+                        self._forget(key.fileobj)
+                now = time.monotonic()
+                for lane in list(self.lanes.values()):
+                    self._form_epoch0(lane, now)
+                if now - last_hb >= max(self.timing.hb_interval_s / 2, 0.05):
+                    last_hb = now
+                    for lane in list(self.lanes.values()):
+                        lane.verdicts.check_heartbeats(now)
+                        lane.verdicts.abort_epochs_with_dead()
+        finally:
+            self._serving = False
+            if self._closed:
+                self._release()
+
+    def _accept(self) -> None:
+        try:
+            sock, addr = self._front.accept()
+        except BlockingIOError:
+            return
+        sock.setblocking(True)
+        c = _Conn(nonce=wire.new_nonce(), peer=f"{addr[0]}:{addr[1]}")
+        try:
+            wire.send(sock, {"coordinator": wire.PROTO, "nonce": c.nonce})
+        except OSError:
+            sock.close()
+            return
+        sock.setblocking(False)
+        self._conns[sock] = c
+        self._sel.register(sock, selectors.EVENT_READ)
+
+    def _readable(self, sock: socket.socket) -> None:
+        c = self._conns[sock]
+        try:
+            data = sock.recv(65536)
+            msgs = c.reader.feed(data) if data else None
+        except (OSError, ValueError):
+            data, msgs = b"", None
+        if not data:
+            self._drop(sock, c)
+            return
+        for m in msgs:
+            if c.member is None:
+                if not self._admit(sock, c, m):
+                    return
+            elif m.get("bye"):
+                c.bye = True
+            elif "busy" in m:
+                self._step_report(c, m)
+
+    def _forget(self, sock) -> None:
+        if sock is self._front:
+            return
+        try:
+            self._sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        sock.close()
+        self._conns.pop(sock, None)
+
+    def _drop(self, sock: socket.socket, c: _Conn) -> None:
+        self._forget(sock)
+        if c.member is not None and not c.bye:
+            lane = self.lane(c.lane)
+            if not lane.ctl.store.check([cp.key_left(c.member)]):
+                lane.verdicts.declare(c.member, f"connection from {c.peer} closed without a "
+                                                "goodbye: the process died (kill -9, crash) "
+                                                "or its host failed")
+                self._log(f"lane {c.lane}: member {c.member} failed: connection closed")
+
+    def _refuse(self, sock: socket.socket, c: _Conn, why: str) -> bool:
+        self.refusals.append(why)
+        self._log(f"refused {c.peer}: {why}")
+        try:
+            sock.setblocking(True)
+            wire.send(sock, {"ok": False, "error": why})
+        except OSError:
+            pass
+        self._forget(sock)
+        return False
+
+    def _admit(self, sock: socket.socket, c: _Conn, m: dict) -> bool:
+        why = wire.check_hello(m, self.token, c.nonce, self.version)
+        if why is None:
+            lane = self.lane(m["lane"])
+            fp = m.get("fingerprint")
+            if fp is not None and lane.fingerprint is not None and fp != lane.fingerprint:
+                why = (f"model mismatch in lane {m['lane']}: parameter fingerprint {fp[:16]} "
+                       f"differs from the job's {lane.fingerprint[:16]} (different parameter "
+                       "names, shapes or dtypes)")
+        if why is not None:
+            return self._refuse(sock, c, why)
+        if fp is not None:
+            lane.fingerprint = fp
+        c.lane, c.member = m["lane"], lane.ctl.new_id()
+        if not lane.formed:
+            lane.arrivals.append(c.member)
+            lane.first_arrival = lane.first_arrival or time.monotonic()
+        sock.setblocking(True)
+        wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
+                         "prefix": lane.prefix, "timing": self.timing.as_dict()})
+        sock.setblocking(False)
+        self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
+                  f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})")
+        return True
+
+    # -- epoch 0 ------------------------------------------------------------------------
+    def _form_epoch0(self, lane: _Lane, now: float) -> None:
+        if lane.formed or not lane.arrivals:
+            return
+        alive = [i for i in lane.arrivals if i not in lane.verdicts.deaths]
+        late = now - lane.first_arrival >= self.join_timeout_s
+        if len(alive) < self.min_replicas and not (late and alive):
+            return
+        won = lane.ctl.propose(0, {"members": alive, "joins": 0, "why":
+                                   f"founders: {len(alive)} arrived (min {self.min_replicas})"
+                                   + ("; join timeout" if len(alive) < self.min_replicas else "")})
+        lane.formed = True
+        self._log(f"lane {lane.index}: epoch 0 = members {won['members']}")
+
+    # -- stragglers ---------------------------------------------------------------------
+    def _step_report(self, c: _Conn, m: dict) -> None:
+        if not self.straggler.enabled:
+            return
+        lane = self.lane(c.lane)
+        key = (int(m["epoch"]), int(m["step"]))
+        lane.busy.setdefault(key, {})[c.member] = float(m["busy"])
+        rec = lane.ctl.record(key[0]) or {"members": []}
+        members = [x for x in rec["members"] if x not in lane.verdicts.deaths]
+        if len(members) < 2 or not all(x in lane.busy[key] for x in members):
+            return
+        times = lane.busy.pop(key)
+        for old in [k for k in lane.busy if k < key]:
+            del lane.busy[old]
+        med = statistics.median_low(times[x] for x in members)
+        p = self.straggler
+        for x in members:
+            slow = times[x] > p.factor * med and times[x] - med > p.min_s
+            lane.slow[x] = lane.slow.get(x, []) + [times[x]] if slow else []
+            if len(lane.slow[x]) >= p.steps:
+                ts = ", ".join(f"{t:.3f}" for t in lane.slow[x])
+                lane.verdicts.declare(x, f"straggler: busy {ts} s in {p.steps} consecutive "
+                                         f"steps vs median {med:.3f} s (factor {p.factor}, "
+                                         f"floor {p.min_s} s); evicted")
+                self._log(f"member {x} evicted as a straggler")
+
+    def close(self) -> None:
+        """Stop serving; the serving thread (if any) releases the sockets when it leaves."""
+        self._closed = True
+        if not self._serving:
+            self._release()
+
+    def _release(self) -> None:
+        for s in list(self._conns):
+            s.close()
+        self._conns.clear()
+        self._front.close()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    p.add_argument("--port", type=int, required=True,
+                   help="the front port workers connect to (XVENDOR_COORDINATOR=host:port)")
+    p.add_argument("--store-port", type=int, default=None,
+                   help="the control-plane store's port (default: --port + 1); both must be "
+                        "reachable from every worker")
+    p.add_argument("--token-file", default=None,
+                   help="file holding the shared token (default: env XVENDOR_TOKEN)")
+    p.add_argument("--min-replicas", type=int, default=1,
+                   help="form epoch 0 as soon as this many replica groups arrived")
+    p.add_argument("--join-timeout", type=float, default=60.0,
+                   help="form epoch 0 with whoever arrived after this many seconds")
+    p.add_argument("--hb-timeout", type=float, default=3.0,
+                   help="seconds without a heartbeat before a worker counts as hung")
+    p.add_argument("--straggler-factor", type=float, default=3.0,
+                   help="evict a member busy longer than this x the median (0: never)")
+    p.add_argument("--straggler-steps", type=int, default=10,
+                   help="... for this many consecutive steps")
+    p.add_argument("--straggler-min-s", type=float, default=0.1,
+                   help="... and by at least this many seconds over the median")
+    p.add_argument("--fr-dir", default=None, help="where to write the coordinator's dump")
+
+
+def read_token(token_file: str | None) -> str:
+    if token_file:
+        with open(token_file) as f:
+            token = f.read().strip()
+        if not token:
+            raise ValueError(f"--token-file {token_file}: the file is empty")
+        return token
+    token = os.environ.get("XVENDOR_TOKEN", "")
+    if not token:
+        raise ValueError("no token: set XVENDOR_TOKEN or pass --token-file (every worker "
+                         "must present the same one)")
+    return token
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="xvendor coordinator", description=__doc__.split("\n")[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+def run(args) -> int:
+    """``xvendor coordinator`` with parsed arguments (the CLI's ``fn``)."""
+    try:
+        token = read_token(args.token_file)
+        c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
+                        args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
+                        StragglerPolicy(args.straggler_factor, args.straggler_steps,
+                                        args.straggler_min_s), args.fr_dir)
+    except (ValueError, OSError) as e:
+        print(f"xvendor coordinator: {e}", file=sys.stderr)
+        return 2
+    print(f"xvendor coordinator: listening on {args.host}:{c.port} (store {c.store_port}), "
+          f"min replicas {args.min_replicas}", file=sys.stderr, flush=True)
+    try:
+        c.serve()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        c.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Joining a job run by a ``Coordinator``, from the environment a launcher sets.
+
+- ``XVENDOR_COORDINATOR=host:port`` the coordinator's front port (required)
+- ``XVENDOR_TOKEN``                 the job's shared token (required)
+- ``XVENDOR_REPLICA_ID``            this replica group's name (default: host:pid), for logs
+- ``RANK``                          rank inside the replica group (torchrun): the lane
+- ``TORCHELASTIC_RESTART_COUNT``    > 0: torchrun restarted this worker; it joins as a
+                                    newcomer and receives the state from the survivors
+- ``XVENDOR_FR_DIR``                where to dump the flight recorder on a failure
+- ``XV_GLOO_HOST``                  the address gloo binds (default: this host's address on
+                                    the route to the coordinator)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import socket
+import time
+
+from . import wire
+from .control import Timing
+
+
+def fingerprint(model) -> str:
+    """SHA-256 of the model's parameter names, shapes and dtypes (not values): replicas that
+    would build different reducers or state dicts get different fingerprints."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(f"{name}:{tuple(p.shape)}:{p.dtype};".encode())
+    return h.hexdigest()
+
+
+class Link:
+    """This worker's connection to the coordinator: admission, then liveness (the socket
+    stays open for the life of the process) and straggler reports."""
+
+    def __init__(self, host: str, port: int, token: str, *, lane: int = 0, replica: str = "",
+                 restart: int = 0, fingerprint: str | None = None, timeout_s: float = 30.0):
+        self.args = dict(host=host, port=port, token=token, lane=lane, replica=replica,
+                         restart=restart, fingerprint=fingerprint, timeout_s=timeout_s)
+        self.host = host
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as e:
+            raise ConnectionError(f"cannot reach the coordinator at {host}:{port} "
+                                  f"(XVENDOR_COORDINATOR): {e}") from e
+        reader = wire.LineReader()
+        greet = wire.recv_one(self._sock, reader, timeout_s)
+        if "nonce" not in greet:
+            raise wire.Refused(f"{host}:{port} is not an xvendor coordinator: {greet}")
+        wire.send(self._sock, wire.hello(token, greet["nonce"], lane=lane, replica=replica,
+                                         restart=restart, fingerprint=fingerprint))
+        reply = wire.recv_one(self._sock, reader, timeout_s)
+        if not reply.get("ok"):
+            self._sock.close()
+            raise wire.Refused(f"the coordinator at {host}:{port} refused this worker: "
+                               f"{reply.get('error')}")
+        self._sock.settimeout(5.0)
+        self.local_ip = self._sock.getsockname()[0]  # the interface that reaches the coordinator
+        self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
+        self.prefix, self.timing = reply["prefix"], Timing(**reply["timing"])
+        self.fingerprint = fingerprint
+
+    def reopen(self) -> "Link":
+        """A new admission (a new member id) for a process that was excluded."""
+        self.close()
+        return Link(**self.args)
+
+    def lost(self, grace_s: float = 1.0) -> bool:
+        """True if the coordinator closed this connection (it died or was restarted). It
+        never sends after admitting, so a readable socket means end of stream."""
+        end = time.monotonic() + grace_s
+        while True:
+            try:
+                readable, _, _ = select.select([self._sock], [], [], 0.05)
+                if readable and self._sock.recv(1, socket.MSG_PEEK) == b"":
+                    return True
+            except OSError:
+                return True
+            if time.monotonic() > end:
+                return False
+
+    def reconnect(self) -> "Link":
+        """Be admitted again by a restarted coordinator at the same address (the launcher
+        restarts it); retried until the join timeout. A refusal is final."""
+        self._sock.close()
+        end = time.monotonic() + self.timing.join_timeout_s
+        while True:
+            try:
+                return Link(**self.args)
+            except (ConnectionError, OSError) as e:
+                if time.monotonic() > end:
+                    raise ConnectionError(f"the coordinator did not come back within "
+                                          f"{self.timing.join_timeout_s} s: {e}") from e
+                time.sleep(0.2)
+
+    def report(self, epoch: int, step: int, busy_s: float) -> None:
+        try:
+            wire.send(self._sock, {"busy": round(busy_s, 6), "step": step, "epoch": epoch})
+        except OSError:  # the coordinator is gone: the store calls will say so
+            pass
+
+    def close(self) -> None:
+        try:
+            wire.send(self._sock, {"bye": True})
+        except OSError:
+            pass
+        self._sock.close()
+
+
+def link_from_env(model=None) -> Link:
+    env = os.environ
+    addr = env.get("XVENDOR_COORDINATOR", "")
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"XVENDOR_COORDINATOR must be host:port, got {addr!r}")
+    token = env.get("XVENDOR_TOKEN", "")
+    if not token:
+        raise ValueError("XVENDOR_TOKEN is not set: every worker must present the job's token")
+    return Link(host, int(port), token, lane=int(env.get("RANK", "0")),
+                replica=env.get("XVENDOR_REPLICA_ID", f"{socket.gethostname()}:{os.getpid()}"),
+                restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+                fingerprint=fingerprint(model) if model is not None else None)
+
+
+def join(cls, link: Link, **kw):
+    """Found epoch 0 if the coordinator listed this member in it, else queue as a newcomer."""
+    from . import control as cp
+    ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix))
+    t0 = time.monotonic()
+    while (rec := ctl.record(0)) is None:
+        if time.monotonic() - t0 > link.timing.join_timeout_s:
+            raise TimeoutError(f"member {link.member}: the coordinator formed no epoch 0 within "
+                               f"{link.timing.join_timeout_s} s (fewer than --min-replicas?)")
+        time.sleep(link.timing.slice_s)
+    kw.setdefault("timing", link.timing)
+    kw.setdefault("fr_dir", os.environ.get("XVENDOR_FR_DIR") or None)
+    # gloo binds its device to XV_GLOO_HOST (loopback by default): across machines it must be
+    # an address the peers can reach; the one that reaches the coordinator is such an address.
+    os.environ.setdefault("XV_GLOO_HOST", link.local_ip)
+    args = dict(store_prefix=link.prefix, link=link, **kw)
+    if link.member in rec["members"]:
+        return cls.found(link.host, link.store_port, link.member, **args)
+    return cls.newcomer(link.host, link.store_port, link.member, **args)
+
+
+def reconnect(rg) -> None:
+    """The coordinator was restarted (its store, with every epoch, is gone): be admitted
+    by the new one under a new id and form its epoch 0 with whoever else comes back
+    (or queue, if it formed without this process). State is then synced from the most
+    advanced member: a step some members committed just before the loss is kept, once.
+    The step guard calls this (``rg.reconnect()``); a hand-written loop may too."""
+    old = {k: getattr(rg, k) for k in ("listeners", "stats", "recorder", "get_state",
+                                       "set_state", "timing", "fr_dir", "backend",
+                                       "device", "strategy")}
+    step = int(rg.step)
+    rg._heartbeat.stop()
+    if rg._torch_pg is not None:
+        from .torch_pg import unregister
+        unregister(rg._torch_pg)
+    rg._retire_current()
+    if rg._prev is not None:
+        rg.plane.retire(rg._prev[0])
+    link = rg.link.reconnect()
+    # NOTE [re-initialised in place]: the user's loop and the adapters hold this object
+    type(rg).__init__(rg, link.host, link.store_port, link.member,
+                      get_state=old["get_state"], set_state=old["set_state"],
+                      timing=old["timing"], fr_dir=old["fr_dir"], backend=old["backend"],
+                      device=old["device"], strategy=old["strategy"],
+                      store_prefix=link.prefix, link=link)
+    rg.listeners, rg.stats, rg.recorder, rg.step = (
+        old["listeners"], old["stats"], old["recorder"], step)
+    t0 = time.monotonic()
+    while (rec := rg.ctl.record(0)) is None:
+        if time.monotonic() - t0 > rg.timing.join_timeout_s:
+            raise TimeoutError(f"member {rg.member}: the restarted coordinator formed no "
+                               f"epoch 0 within {rg.timing.join_timeout_s} s")
+        time.sleep(rg.timing.slice_s)
+    if rg.member in rec["members"]:
+        rg._converge(after=-1, t0=t0)
+    else:
+        rg._queue(t0)
+    rg.stats.setdefault("reconnects", []).append(time.monotonic() - t0)

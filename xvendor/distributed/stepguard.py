@@ -1,0 +1,111 @@
+"""The step guard: ``with rg.step(optimizer):`` around one training step.
+
+On leaving the block every member votes whether all its collectives of this step succeeded
+(none latched on the epoch's ``ResilientProcessGroup``, no ``EpochAborted``), and one verdict
+is reached through the store (``verdict``). "commit": the optimizer steps and the step is
+counted (``commit_step``, which may admit newcomers: adapters rebuild on the new epoch).
+"redo": gradients are dropped, the group recovers (a new epoch, state re-synced from the
+oldest survivor) and the block is left without an exception; ``rg.step`` did not move, so
+the loop ``while rg.step < n: with rg.step(opt): ...`` runs the same step again.
+
+Why a vote and not each member's own view: with ring algorithms one member's all_reduce
+can finish while another's fails on the same death; stepping on one and not the other
+would split the replicas. The verdict is written once (first proposal wins), so every
+member that reaches it applies the same decision: no step applied twice, none lost.
+
+NOTE [lanes]: with several processes per replica group (HSDP) each lane (rank position)
+reaches its own verdict. They can differ (a member that dies between two lanes' votes), and
+a replica group whose shards step differently is corrupt. ``agree(commit) -> bool`` is
+called on every rank after its lane's verdict and before acting on it; pass one that ANDs
+the verdict over the replica group's own process group (a MIN all_reduce). All ranks of a
+lane see the same verdicts of all lanes, so they all reach the same answer; a lane whose
+verdict was commit but is overruled recovers and redoes the step, like a failure.
+
+Exceptions other than a failed collective (a bug in the model, a bad batch) are not
+swallowed: they leave the block as they are.
+
+If the coordinator dies (its store with it) and comes back at the same address, the guard
+re-admits this process and re-forms the group there (``ResilientGroup.reconnect``).
+
+The busy time (block start to the last collective launch, i.e. the member's own compute)
+is reported to the coordinator, which evicts stragglers.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import control as cp
+from .control import EpochAborted, Excluded
+
+
+def verdict(rg, ok: bool) -> bool:
+    """Vote ``ok`` for step ``rg.step`` of epoch ``rg.epoch``; True if the verdict is commit."""
+    ctl, e, s, me = rg.ctl, rg.epoch, int(rg.step), rg.member
+    ctl.store.set(cp.key_vote(e, s, me), "1" if ok else "0")
+    if not ok:
+        ctl.abort(e, f"member {me}: a collective of step {s} failed")
+    key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in rg.members]
+    t0 = time.monotonic()
+    while True:
+        if ctl.store.check([key]):
+            return ctl.store.get(key).decode() == "commit"
+        if ctl.store.check(votes):
+            want = "commit" if all(v == b"1" for v in ctl.store.multi_get(votes)) else "redo"
+            return ctl.store.compare_set(key, "", want).decode() == "commit"
+        if ctl.aborted(e):  # a member died or failed before voting
+            return ctl.store.compare_set(key, "", "redo").decode() == "commit"
+        if time.monotonic() - t0 > rg.timing.call_bound_s:  # NOTE [bound] in group.py
+            ctl.abort(e, f"member {me}: no verdict on step {s} within the call bound")
+        time.sleep(rg.timing.slice_s / 4)
+
+
+class StepGuard:
+    def __init__(self, rg, optimizer=None, agree=None):
+        self.rg, self.optimizer, self.agree = rg, optimizer, agree
+        self.committed: bool | None = None
+
+    def __enter__(self) -> "StepGuard":
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and not issubclass(exc_type, EpochAborted):
+            return False  # not ours to handle
+        try:
+            return self._settle(exc_type)
+        except Excluded:
+            raise
+        except Exception:
+            rg = self.rg
+            if rg.link is None or not rg.link.lost():
+                raise
+            # NOTE [coordinator restart]: the store went with it. Re-admitted and re-formed,
+            # state from the most advanced member; the loop goes on from the synced step.
+            self.committed = None
+            rg.reconnect()
+            return True
+
+    def _settle(self, exc_type) -> bool:
+        rg = self.rg
+        pg = rg._torch_pg if rg._torch_pg is not None and rg._torch_pg.epoch == rg.epoch else None
+        ok = exc_type is None and rg.pg is not None and (pg is None or pg.error is None)
+        launched = pg.launched_at if pg is not None and pg.launched_at else None
+        busy = (launched if launched and launched > self.t0 else time.monotonic()) - self.t0
+        if rg.link is not None and ok:
+            rg.link.report(rg.epoch, int(rg.step), busy)
+        commit = rg.pg is not None and verdict(rg, ok)
+        if self.agree is not None:  # NOTE [lanes]: every lane's verdict, combined
+            commit = bool(self.agree(commit))
+        if commit:
+            if self.optimizer is not None:
+                self.optimizer.step()
+            rg.commit_step()
+            self.committed = True
+            return False
+        self.committed = False
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        rg.stats.setdefault("redone", []).append(int(rg.step))
+        rg.recover()  # may raise Excluded: this process was turned away
+        return True

@@ -1,0 +1,275 @@
+"""``ResilientProcessGroup``: one membership epoch of a ``ResilientGroup`` as a
+``torch.distributed.ProcessGroup``, so DDP (and FSDP2, DeviceMesh) take it unchanged.
+
+Every collective runs on the epoch's real group (gloo here; NCCL/RCCL where present) over
+private copies, and completes through a ``torch.futures.Future`` set by one waiter thread
+that waits in slices and reads the epoch's abort flag between slices (gloo's own waits are
+not interruptible: a SIGSTOPped peer would hold DDP's reducer for the whole op timeout).
+
+NOTE [latched errors]: a failed or aborted collective never raises into autograd (DDP's
+reducer would be left half-done). The error is latched (``error``), the epoch is aborted
+for everyone, the future completes with the caller's tensors left as they were, and every
+later collective of this epoch completes at once without running. The step guard reads the
+latch at the step boundary and redoes the step on the next epoch. Results are copied back
+only on success; a retired group's stuck op can only ever write into its private copies.
+
+One object per epoch: DDP divides gradients by the size the C++ base was built with, so a
+new size needs a new group (``DDP._update_process_group``).
+
+Verified here: gloo on CPU, real processes (tests/distributed/test_ddp.py). Not verified
+here: the same over NCCL/RCCL (needs GPUs).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import Work
+
+from . import control as cp
+from .control import EpochAborted
+
+_SUM = dist.ReduceOp.SUM
+_names = itertools.count()
+
+
+def _is_avg(op) -> bool:
+    try:
+        return op == dist.ReduceOp.AVG
+    except Exception:
+        return False
+
+
+class _Pending(Work):
+    """A collective in flight: done when the waiter thread sets the future."""
+
+    def __init__(self, fut: torch.futures.Future):
+        super().__init__()
+        self._fut = fut
+
+    def wait(self, timeout=None) -> bool:
+        self._fut.wait()
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._fut
+
+    def is_completed(self) -> bool:
+        return self._fut.done()
+
+    def is_success(self) -> bool:
+        return True
+
+
+class ResilientProcessGroup(dist.ProcessGroup):
+    def __init__(self, rg):
+        super().__init__(rg.rank, rg.size)
+        self.epoch, self.member, self.timing = rg.epoch, rg.member, rg.timing
+        self._inner, self._recorder = rg.pg, rg.recorder
+        self._ctl = cp.Control(rg._connect())  # the waiter's own store client
+        self.error: str | None = None
+        self.launched_at: float | None = None   # monotonic time of the newest launch
+        self.ops = 0
+        self._q: queue.Queue = queue.Queue()
+        self._name = f"xvendor_resilient_{next(_names)}_e{self.epoch}"
+        threading.Thread(target=self._drain, name=f"xv-pg-wait-{self.epoch}",
+                         daemon=True).start()
+        _register(self)
+
+    # -- identity -----------------------------------------------------------------------
+    @property
+    def group_name(self) -> str:
+        return self._name
+
+    def getBackendName(self) -> str:
+        return "xvendor_resilient"
+
+    def _get_backend_name(self) -> str:
+        return "xvendor_resilient"
+
+    def __repr__(self) -> str:
+        return (f"ResilientProcessGroup(epoch={self.epoch}, rank={self.rank()}, "
+                f"size={self.size()}, error={self.error!r})")
+
+    # -- the engine ---------------------------------------------------------------------
+    def _submit(self, op: str, tensors: list[torch.Tensor], launch, done, result) -> Work:
+        """``launch()`` -> list of inner works over private copies; ``done()`` copies the
+        results back (success only); ``result`` is the future's value."""
+        fut = torch.futures.Future()
+        if self.error is not None:  # NOTE [latched errors]: skip, complete at once
+            fut.set_result(result)
+            return _Pending(fut)
+        entry = self._recorder.start(op, tensors, self.epoch, self.rank())
+        t0 = time.monotonic()
+        try:
+            works = launch()
+        except RuntimeError as e:
+            self._latch(f"{op} failed to launch: {e}")
+            self._recorder.finish(entry, "failed")
+            fut.set_result(result)
+            return _Pending(fut)
+        self.launched_at, self.ops = time.monotonic(), self.ops + 1
+        self._q.put((op, works, done, fut, result, entry, t0))
+        return _Pending(fut)
+
+    def _drain(self) -> None:
+        while True:
+            op, works, done, fut, result, entry, t0 = self._q.get()
+            if self.error is None:
+                try:
+                    for w in works:
+                        _sliced(w, self, t0)
+                    done()
+                    self._recorder.finish(entry, "completed")
+                except EpochAborted as e:
+                    self._latch(str(e))
+                    self._recorder.finish(entry, "aborted")
+                except RuntimeError as e:  # gloo: connection closed/reset by a dead peer
+                    self._latch(f"{op} failed: {str(e)[:200]}")
+                    self._recorder.finish(entry, "failed")
+            else:
+                self._recorder.finish(entry, "aborted")
+            fut.set_result(result)
+
+    def _latch(self, why: str) -> None:
+        if self.error is None:
+            self.error = why
+            try:
+                self._ctl.abort(self.epoch, f"member {self.member}: {why}")
+            except Exception:  # the store is gone: the coordinator died; the guard says so
+                pass
+
+    # -- collectives --------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        avg = _is_avg(opts.reduceOp)  # gloo has no AVG: SUM, then divide on the way back
+        o = dist.AllreduceOptions()
+        o.reduceOp = _SUM if avg else opts.reduceOp
+        bufs = [t.detach().clone() for t in tensors]
+        n = self.size()
+
+        def done():
+            for t, b in zip(tensors, bufs):
+                t.copy_(b / n if avg else b)
+        # one inner op per tensor: gloo's multi-tensor form wants equal sizes (coalesced
+        # callers pass mixed ones)
+        return self._submit("allreduce", tensors,
+                            lambda: [self._inner.allreduce([b], o) for b in bufs], done, tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        o = dist.AllreduceOptions()
+        if opts is not None:
+            o.reduceOp = opts.reduceOp
+        return self.allreduce(tensors, o)
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        bufs = [t.detach().clone() for t in tensors]
+
+        def done():
+            for t, b in zip(tensors, bufs):
+                t.copy_(b)
+        return self._submit("broadcast", tensors,
+                            lambda: [self._inner.broadcast([b], opts) for b in bufs], done, tensors)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        outs = [[torch.empty_like(o) for o in ol] for ol in output_lists]
+        ins = [t.detach().clone() for t in inputs]
+
+        def done():
+            for ol, sl in zip(output_lists, outs):
+                for o, s in zip(ol, sl):
+                    o.copy_(s)
+        return self._submit("allgather", inputs, lambda: [self._inner.allgather(outs, ins)],
+                            done, output_lists)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._gather_into([output], [input])
+
+    all_gather_single = _allgather_base
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        return self._gather_into(outputs, inputs)
+
+    def _gather_into(self, outputs, inputs):
+        n = self.size()
+        outs = [torch.empty_like(o) for o in outputs]
+        ins = [t.detach().clone() for t in inputs]
+
+        def launch():  # into dim-0 chunks (contiguous views): needs only plain allgather
+            return [self._inner.allgather([list(s.chunk(n))], [i]) for s, i in zip(outs, ins)]
+
+        def done():
+            for o, s in zip(outputs, outs):
+                o.copy_(s)
+        return self._submit("all_gather_single", inputs, launch, done, outputs)
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        ins = [[t.detach().clone() for t in il] for il in input_lists]
+        return self._scatter(outputs, ins, opts, "reduce_scatter")
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        return self._scatter([output], [list(input.detach().clone().chunk(self.size()))], opts,
+                             "reduce_scatter_single")
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        n = self.size()
+        return self._scatter(outputs, [list(t.detach().clone().chunk(n)) for t in inputs], opts,
+                             "reduce_scatter_single")
+
+    def _scatter(self, outputs, in_lists, opts, op):
+        avg, n = _is_avg(opts.reduceOp), self.size()
+        o = dist.ReduceScatterOptions()
+        o.reduceOp = _SUM if avg else opts.reduceOp
+        outs = [torch.empty_like(t) for t in outputs]
+
+        def launch():
+            return [self._inner.reduce_scatter([s], [il], o) for s, il in zip(outs, in_lists)]
+
+        def done():
+            for t, s in zip(outputs, outs):
+                t.copy_(s / n if avg else s)
+        return self._submit(op, outputs, launch, done, outputs)
+
+    def barrier(self, opts=None):
+        return self._submit("barrier", [], lambda: [self._inner.barrier(dist.BarrierOptions())],
+                            lambda: None, [])
+
+
+def _sliced(work, pg: ResilientProcessGroup, t0: float) -> None:
+    cp.sliced_wait(work, pg._ctl, pg.epoch, pg.member, pg.timing, t0)
+
+
+def _register(pg: ResilientProcessGroup) -> None:
+    """Enter the group in c10d's registry under its name, with ranks 0..size-1, so
+    ``DeviceMesh.from_group`` and functional collectives can resolve it."""
+    from torch.distributed import distributed_c10d as c10d
+    try:
+        pg._set_group_name(pg._name)
+    except Exception:  # older bindings: the Python property still answers
+        pass
+    c10d._world.pg_names[pg] = pg._name
+    c10d._world.pg_map[pg] = ("xvendor_resilient", None)
+    c10d._world.pg_group_ranks[pg] = {r: r for r in range(pg.size())}
+    c10d._register_process_group(pg._name, pg)
+
+
+def unregister(pg: ResilientProcessGroup) -> None:
+    """Drop a retired epoch's group from c10d's registry (it holds a reference to it)."""
+    from torch.distributed import distributed_c10d as c10d
+    for table in (c10d._world.pg_names, c10d._world.pg_map, c10d._world.pg_group_ranks):
+        table.pop(pg, None)
+    try:
+        c10d._unregister_process_group(pg._name)
+    except Exception:  # not registered (or already gone)
+        pass
