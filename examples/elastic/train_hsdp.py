@@ -1,0 +1,298 @@
+"""HSDP with resilient replica groups: a small MoE transformer (experts run through
+``xvendor.grouped_mm``), ``fully_shard`` inside each replica group, gradients averaged across
+replica groups through xvendor's resilient group, state handed to a restarted replica group
+with DCP's ``get_state_dict`` / ``set_state_dict`` (optimizer state included).
+
+One ``torchrun`` per replica group (its processes shard the model among themselves); the
+xvendor coordinator outside all of them::
+
+    xvendor coordinator --port 29400 --min-replicas 2 &          # XVENDOR_TOKEN set
+    XVENDOR_COORDINATOR=127.0.0.1:29400 XVENDOR_REPLICA_ID=0 \\
+      torchrun --nproc-per-node 2 --max-restarts 3 --rdzv-backend c10d \\
+               --rdzv-endpoint 127.0.0.1:29500 examples/elastic/train_hsdp.py --steps 100
+    # ... and the same with XVENDOR_REPLICA_ID=1 and another --rdzv-endpoint port
+
+How the two levels meet. Rank r of every replica group holds the same shard, so "lane" r's
+resilient group (the ranks r of all replica groups, formed by the coordinator) averages
+that shard's gradient: ``FSDPModule.set_all_reduce_hook`` runs the all-reduce on the
+reduce-scattered shard through the lane's ``ResilientProcessGroup``. A failed all-reduce
+is latched there, never raised into autograd; ``with rg.step(optimizer):`` then redoes the
+step on a new epoch. Lanes vote separately, so before leaving the block the ranks of a
+replica group agree among themselves (``group_agrees``): if any lane of this group saw a
+failure, every rank of the group redoes the step. Stepping one shard and not another would
+leave the group's shards at different steps. A restarted replica group's ranks receive their
+own shard's parameters and optimizer state from the oldest survivor of their lane.
+
+Pure FSDP across replica groups could not shrink (a dead rank's shards are gone); HSDP can,
+because every replica group holds the whole model.
+
+Verified here (tests/examples/test_train_hsdp.py, CPU, gloo): 2 replica groups x 2 processes,
+each group under its own torchrun; one worker SIGKILLed after 8 steps; the other group
+trains on alone, torchrun restarts the killed group, it rejoins with its shards' parameters
+and AdamW state, and every rank ends bit-identical (parameters + optimizer state) to a
+failure-free run. Not verified here: GPUs (the intra-group backend would be NCCL/RCCL),
+several nodes per replica group, and lanes admitting a restarted group at different steps
+(each lane admits on its own; see docs/resilient-groups.md, "What does not survive").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+
+import xvendor
+from xvendor.distributed import EpochAborted, ResilientGroup
+
+
+# -- the model ------------------------------------------------------------------------------
+class MoE(nn.Module):
+    """Top-1 routed experts: tokens sorted by expert, one ``grouped_mm`` per projection."""
+
+    def __init__(self, dim: int, hidden: int, experts: int):
+        super().__init__()
+        self.router = nn.Linear(dim, experts, bias=False)
+        self.w_in = nn.Parameter(torch.randn(experts, dim, hidden) * dim ** -0.5)
+        self.w_out = nn.Parameter(torch.randn(experts, hidden, dim) * hidden ** -0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        gate, expert = self.router(flat).softmax(-1).max(-1)
+        order = expert.argsort(stable=True)
+        offs = torch.bincount(expert, minlength=self.w_in.shape[0]).cumsum(0).to(torch.int32)
+        h = F.silu(xvendor.grouped_mm(flat[order], self.w_in, offs=offs))
+        out = xvendor.grouped_mm(h, self.w_out, offs=offs)
+        y = torch.empty_like(flat).index_copy(0, order, out)
+        return (y * gate[:, None]).reshape(x.shape)
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int, experts: int):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim, bias=False)
+        self.moe = MoE(dim, 2 * dim, experts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.moe(self.norm2(x))
+
+
+class TinyMoE(nn.Module):
+    def __init__(self, vocab=256, dim=64, heads=4, experts=4, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, experts) for _ in range(layers))
+        self.norm, self.head = nn.RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.norm(x))
+
+
+def batch(step: int, rank: int, seq: int = 32) -> torch.Tensor:
+    """Rank r's micro-batch of a step. NOTE [same data in every replica group]: it does not
+    depend on the replica group, so the cross-group average equals each group's own
+    gradient whatever the membership: a run with failures must end bit-identical to one
+    without (the test's check that no step was lost or applied twice). A real job would
+    shard its data by replica group as well."""
+    g = torch.Generator().manual_seed(10_000 * step + rank)
+    return torch.randint(0, 256, (4, seq + 1), generator=g)
+
+
+# -- state: this rank's shard, as plain tensors -----------------------------------------------
+def local_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict:
+    """The shard this rank holds (parameters and optimizer state), as local tensors: they
+    travel through ``torch.save`` to the same rank of a restarted replica group."""
+    msd, osd = get_state_dict(model, opt)
+    def local(v):  # copies: the receiver must never share a tensor with this optimizer
+        if isinstance(v, DTensor):
+            return v.to_local().clone()
+        return v.clone() if isinstance(v, torch.Tensor) else v
+    return {"model": {k: local(v) for k, v in msd.items()},
+            "optim": {"state": {fqn: {k: local(v) for k, v in s.items()}
+                                for fqn, s in osd["state"].items()},
+                      "param_groups": osd["param_groups"]}}
+
+
+def load_local_state(model: nn.Module, opt: torch.optim.Optimizer, state: dict) -> None:
+    """Inverse of ``local_state``: local shards back into DTensors laid out as this rank's
+    parameters (optimizer state tensors shaped like a parameter's shard share its layout)."""
+    params = {k: v for k, v in get_state_dict(model, opt)[0].items() if isinstance(v, DTensor)}
+
+    def dtensor(fqn: str, t):
+        p = params.get(fqn)
+        if p is None or not isinstance(t, torch.Tensor) or t.shape != p.to_local().shape:
+            return t
+        return DTensor.from_local(t, p.device_mesh, p.placements, shape=p.shape,
+                                  stride=p.stride(), run_check=False)
+
+    msd = {k: dtensor(k, v) for k, v in state["model"].items()}
+    osd = {"state": {fqn: {k: dtensor(fqn, v) for k, v in s.items()}
+                     for fqn, s in state["optim"]["state"].items()},
+           "param_groups": state["optim"]["param_groups"]}
+    set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+
+
+def shard_hash(model: nn.Module, opt: torch.optim.Optimizer) -> str:
+    h = hashlib.sha256()
+    s = local_state(model, opt)
+    for k in sorted(s["model"]):
+        h.update(s["model"][k].cpu().numpy().tobytes())
+    for fqn in sorted(s["optim"]["state"]):
+        for k, v in sorted(s["optim"]["state"][fqn].items()):
+            h.update(v.cpu().numpy().tobytes() if isinstance(v, torch.Tensor)
+                     else repr(v).encode())
+    return h.hexdigest()[:16]
+
+
+# -- the cross-replica hook and the group agreement ------------------------------------------
+def all_reduce_hook(rg: ResilientGroup, failed: list):
+    """The FSDP all-reduce hook: average this shard's reduce-scattered gradient across
+    replica groups (the lane's ``ResilientProcessGroup``); note any failure in ``failed``."""
+    def hook(shard_grad: torch.Tensor) -> None:
+        try:
+            pg = rg.torch_group()
+        except EpochAborted:          # the epoch is already gone: the step will be redone
+            failed.append(True)
+            return
+        dist.all_reduce(shard_grad, group=pg)   # errors are latched by the group, not raised
+        if pg.error is not None:
+            failed.append(True)
+        shard_grad.div_(pg.size())
+    return hook
+
+
+def group_agrees(failed: list, device: torch.device) -> bool:
+    """True if no rank of this replica group saw its lane fail this step: a MIN over the
+    replica group's own process group. (If a rank of this group died, this raises and
+    torchrun restarts the group: a failure inside a replica group restarts it whole.)"""
+    flag = torch.tensor([0 if failed else 1], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def check_lanes_aligned(rg: ResilientGroup, device: torch.device) -> None:
+    """Every rank of this replica group must be at the same committed step (its lanes
+    committed or redid the step together). Lanes vote separately, so a death between the
+    group's agreement and its votes could split them: fail loudly rather than train on
+    shards from different steps."""
+    t = torch.tensor([int(rg.step), -int(rg.step)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if int(t[0]) != -int(t[1]):
+        raise RuntimeError(f"replica group's lanes are at steps {-int(t[1])}..{int(t[0])}: "
+                           "shards would mix steps; restart from a checkpoint")
+
+
+# -- training ---------------------------------------------------------------------------------
+def init_replica_group(backend: str) -> None:
+    """The replica group's own process group, over torchrun's store.
+
+    NOTE [torchrun restart and stale keys]: measured here (torch 2.15, gloo), after torchrun
+    restarts its workers a plain ``init_process_group("gloo")`` reads the previous
+    incarnation's addresses from the agent's store (it is kept across restarts and the keys
+    carry no attempt number) and fails with "connectFullMesh ... Connection refused". Keying
+    the group's rendezvous by ``TORCHELASTIC_RESTART_COUNT`` gives every incarnation fresh keys.
+    """
+    env = os.environ
+    store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                          timeout=timedelta(seconds=60))
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(backend, store=dist.PrefixStore(f"hsdp/attempt{attempt}", store),
+                            rank=int(env["RANK"]), world_size=int(env["WORLD_SIZE"]),
+                            timeout=timedelta(seconds=60))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--out", help="directory for per-rank progress and result lines (JSON)")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="extra seconds per step")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="cuda: one GPU per process, NCCL/RCCL inside and across replica "
+                        "groups (not run here); auto: cuda if torch sees a GPU, else cpu/gloo")
+    p.add_argument("--hash-every-step", action="store_true",
+                   help="log a hash of this rank's shard (parameters + optimizer state) "
+                        "before each step (for checking replicas against each other)")
+    a = p.parse_args(argv)
+
+    # NOTE [devices]: on cpu everything is gloo (what the test runs); on cuda (ROCm included)
+    # the replica group and the lanes use NCCL/RCCL, a path not run on this CPU-only machine.
+    use_cuda = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if use_cuda else \
+        torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    # the replica group's own process group (torchrun's env): FSDP shards over it
+    init_replica_group("nccl" if use_cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh(device.type, (world,), mesh_dim_names=("shard",))
+    torch.manual_seed(0)                          # the same initial model in every group
+    model = TinyMoE().to(device)
+    for blk in model.blocks:
+        fully_shard(blk, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+
+    dist.barrier()        # a restarted group's ranks queue for admission together (lanes
+                          # admit separately: queueing at the same moment keeps them aligned)
+    rg = ResilientGroup.from_env(get_state=lambda: local_state(model, opt),
+                                 set_state=lambda s: load_local_state(model, opt, s),
+                                 model=model, device=device,
+                                 backend="nccl" if use_cuda else "gloo")
+    failed: list = []
+    model.set_all_reduce_hook(all_reduce_hook(rg, failed))
+    log = open(os.path.join(a.out, f"rank{rank}_{os.environ.get('XVENDOR_REPLICA_ID', 'r')}"
+                                   f"_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}.jsonl"),
+               "a", buffering=1) if a.out else None
+    while rg.step < a.steps:
+        step = int(rg.step)
+        before = shard_hash(model, opt) if a.hash_every_step else None
+        failed.clear()
+        with rg.step(opt) as guard:
+            opt.zero_grad(set_to_none=True)
+            tokens = batch(step, rank).to(device)
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                   tokens[:, 1:].reshape(-1))
+            loss.backward()
+            time.sleep(a.step_sleep)
+            if not group_agrees(failed, device):
+                raise EpochAborted(f"replica group: a lane failed in step {step}")
+        check_lanes_aligned(rg, device)
+        if log:
+            log.write(json.dumps({"step": step, "committed": guard.committed,
+                                  "members": len(rg.members), "loss": loss.item(),
+                                  "before": before, "t": time.time()}) + "\n")
+    result = {"rank": rank, "step": int(rg.step), "hash": shard_hash(model, opt),
+              "pid": os.getpid(), "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))}
+    if log:
+        log.write(json.dumps({"done": result}) + "\n")
+    print(json.dumps(result), flush=True)
+    rg.close()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
