@@ -4,7 +4,9 @@ Per arch: each template's default config and one small config, plus the variants
 NN, grouped 2Dx2D and 3Dx3D) with the default config — built by the backend's own launch
 planning into real code objects in worker processes (the shared sweep machinery, same
 record format and cache as Triton), inspected and judged. The full space is the job of
-``xvendor compile --backend flydsl`` (figures in bench/RESULTS.md).
+``xvendor compile --backend flydsl`` (figures in bench/RESULTS.md). The gfx950 MN-major
+variants are also read instruction by instruction (bench/flydsl_gemm_isa.py): their
+fragments come through transposing LDS reads, none element-wise.
 """
 
 import json
@@ -86,3 +88,25 @@ def test_cli_and_check_summary_reuse_the_cache(records, compile_cache, tmp_path)
     rows = compile_cli.flydsl_summary_for_check(cache_dir=compile_cache)
     assert len(rows) == n and all(r["ok"] and r["cached"] for r in rows)
     assert all("unverified" in r["numerics"] for r in rows)
+
+
+def test_mn_major_fragments_use_transposing_lds_reads(tmp_path):
+    """gfx950: MN-major operands reach the MFMA through ds_read_b64_tr_b16 (4 elements per
+    read), not one ds_read_u16 per element; K-major ones keep ds_read_b128. Compiled by
+    bench/flydsl_gemm_isa.py (the backend's own launch, each compile in its own process)."""
+    out = tmp_path / "isa.json"
+    env = dict(os.environ,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "flydsl_gemm_isa.py"), "--targets", "gfx950",
+         "--templates", "gemm:NN,grouped_mm:2Dx2D", "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    recs = {r["template"]: r for r in json.loads(out.read_text())}
+    for template, k_major_reads in (("gemm:NN", True), ("grouped_mm:2Dx2D", False)):
+        rec = recs[template]
+        n = rec["instructions"]
+        assert rec["ok"] and rec["spills"] == 0 and rec["scratch"] == 0, rec
+        assert n.get("ds_read_b64_tr_b16", 0) > 0, n
+        assert not [i for i in n if i.startswith(("ds_read_u16", "ds_read_i16"))], n
+        assert (n.get("ds_read_b128", 0) > 0) == k_major_reads, n  # A K-major only in NN

@@ -1,4 +1,5 @@
-"""``launch.specialization`` is exactly the (template, spec) the plans launch (l0: no compiler).
+"""``launch.specialization`` is exactly the (template, spec) the plans launch, and the plans
+never copy for sizes off the tile (l0: no compiler).
 
 The dispatch layer keys one correctness verdict per compiled specialization on
 ``specialization``, so it must name the kernel the plan builds for every call: checked here
@@ -7,6 +8,12 @@ gemm, row-major, transposed, misaligned (a storage offset of one element), padde
 stride is or is not a multiple of 8, 3-D operands whose group stride is not, with and
 without bias, every out_dtype, bf16 and fp16, and two block_k. And it must stay cheap: the
 only torch ops it may run are views (no allocation, no copy, no read of the data).
+
+No host padding: for M, N and K off every shipped tile, in each layout, the operands the
+plan passes are the caller's tensors (same storage), K is the problem's, C has exactly the
+output's columns, and the only tensors the plan creates or writes are C and placeholders
+of at most 8 elements (recorded at the dispatcher: no copy can hide). The kernels' masks
+that make this correct are proven in tests/rocm/test_layout_proofs.py (not run: no GPU).
 """
 
 import itertools
@@ -131,3 +138,66 @@ def test_specialization_allocates_and_copies_nothing():
         with _Ops() as seen:
             launch.specialization(op, args, CFGS[0])
         assert all(f.is_view for f in seen.ops), [str(f) for f in seen.ops if not f.is_view]
+
+
+def _no_tail_copy_cases():
+    """(name, op, args, the caller's operands): sizes off every shipped tile (M, N, K not
+    multiples of 16, 64 or 128), operands in a layout the kernels take as they are."""
+    bf = torch.bfloat16
+    M, K, N, G = 77, 72, 200, 3
+    x, w = torch.zeros(M, K, dtype=bf), torch.zeros(N + 1, K, dtype=bf)[:N]
+    yield "gemm NT", "gemm", (x, w.t(), None, None), (x, w)
+    b = torch.zeros(K, N, dtype=bf)
+    yield "gemm NN", "gemm", (x, b, None, None), (x, b)
+    xk = torch.zeros(M, 40, dtype=bf)[:, :37]  # K = 37 inside 40-element rows
+    wk = torch.zeros(N + 3, 40, dtype=bf)[:N + 3, :37]
+    yield "gemm K=37", "gemm", (xk, wk.t(), None, torch.float32), (xk, wk)
+    offs = torch.tensor([5, 5, 60, M - 3], dtype=torch.int32)
+    b3 = torch.zeros(4, K, N, dtype=bf)
+    yield "2Dx3D", "grouped_mm", (x, b3, offs, None, None), (x, b3)
+    a3, b3g = torch.zeros(G, M, K, dtype=bf), torch.zeros(G, K, N, dtype=bf)
+    yield "3Dx3D", "grouped_mm", (a3, b3g, None, None, None), (a3, b3g)
+    xt, dy = torch.zeros(M, K, dtype=bf), torch.zeros(M, N, dtype=bf)  # (tokens, features)
+    yield "2Dx2D", "grouped_mm", (xt.t(), dy, offs, None, None), (xt, dy)
+    a3x, bx = torch.zeros(4, N, K, dtype=bf), torch.zeros(M, K, dtype=bf)
+    yield "3Dx2D", "grouped_mm", (a3x, bx.t(), offs, None, None), (a3x, bx)
+
+
+class _Allocations(TorchDispatchMode):
+    """The storage of every tensor a non-view op returns or writes into."""
+
+    def __init__(self):
+        super().__init__()
+        self.touched = []  # (op name, shape, storage pointer)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            self.touched += [(str(func), tuple(o.shape), o.untyped_storage().data_ptr())
+                             for o in outs if isinstance(o, torch.Tensor)]
+        return out
+
+
+@pytest.mark.parametrize("cfg", [configs.default("gfx950", "gemm"), configs.Config(64, 64, 128),
+                                 configs.default("gfx1250", "grouped_mm")], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", list(_no_tail_copy_cases()), ids=lambda c: c[0])
+def test_sizes_off_the_tile_are_not_copied(case, cfg):
+    """No host-side padding: the kernel gets the caller's operands (views of the same
+    storage, their own K) and C at exactly the output's size; the plan creates or writes
+    nothing else but placeholders of at most 8 elements (no copy, no padded buffer)."""
+    name, op, args, callers = case
+    with _Allocations() as seen:
+        plan = _plan(op, args, cfg)
+    a = plan.named()
+    ptr = {n: a[n].untyped_storage().data_ptr() for n in ("A", "B", "C")}
+    assert {t.untyped_storage().data_ptr() for t in callers} == {ptr["A"], ptr["B"]}
+    assert a["C"].shape[-1] == a["N"] == a["ldc"], "C's rows are padded"
+    assert a["C"].numel() == plan.result().numel()
+    k = args[0].shape[-1]  # the problem's K (3Dx2D: the rows of the transposed problem)
+    assert a["K"] == (args[1].shape[0] if name == "3Dx2D" else k)
+    for op_name, shape, storage in seen.touched:
+        numel = 1
+        for d in shape:
+            numel *= d
+        assert storage == ptr["C"] or numel <= 8, f"{op_name} made {shape} besides C"

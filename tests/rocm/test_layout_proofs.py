@@ -7,14 +7,21 @@ the G2S copies of the gfx950 templates cover their (rows, block_k) tile exactly 
 layouts are built by the templates' own functions; FlyDSL evaluates them (shape/stride come
 back from the MLIR types) and the counting is done here in Python.
 
+Tail masks (NOTE [tail masks] below): for every thread, the (row, col) coordinates the
+epilogue's store predicate compares (both archs) and those the gfx950 K-tail select compares
+cover their tile exactly once, so masking ``col < columns_left`` / ``k < k_left`` keeps
+exactly the values inside C / the group's K. The gfx950 MN-major LDS swizzle (for the
+transposing reads) agrees with its intended XOR on samples, is a bijection on the tile and
+keeps every 8-aligned group of rows contiguous (16-byte writes, 8-byte transposing reads).
+
 Grids and tile mapping, on the code that runs: ``launch.plan_gemm`` / ``plan_grouped`` are
 called with CPU tensors (they only allocate) and every program of the grid they put in the
 launch arguments is mapped by ``tiling.tile_of`` and ``tiling.view_bounds`` (the functions
 the kernels call at trace time, run here on Python ints) with the arguments the launch
 passes, for fixed hard cases and random ones (hypothesis: empty groups, one-row and partial
 tiles, rows past offs[-1], N or M not a multiple of the tile, M = 0, N = 0, G = 0, transposed
-operands) in gemm, 2Dx3D, 3Dx2D (as the transposed 2Dx3D), 2Dx2D and 3Dx3D. Proven: every
-output element (padded columns included) is written by exactly one program, nothing past
+operands) in gemm, 2Dx3D, 3Dx2D (as the transposed 2Dx3D), 2Dx2D and 3Dx3D. Proven: C has
+no padded columns, every output element is written by exactly one program, nothing past
 offs[-1] is written (2Dx3D), a tile's rows, its K range and its B / bias views stay inside
 its group, programs past the last tile are idle, no program divides by zero or reads offs
 out of range, and the launcher's parameters are ``launch.ARGS`` with the kernel calling the
@@ -23,7 +30,8 @@ traced ``tile_of``.
 Not proven here: that the kernel does nothing when ``valid`` is false (its body is one
 ``if valid:``, read, not run); FlyDSL's ``flat_divide`` and buffer-descriptor semantics (a
 (BM, BN) tile of a row-major view is rows pid_m*BM.., columns pid_n*BN..; stores at or past
-the descriptor's size are dropped: modelled in ``_written_rows``); which elements the copies
+the descriptor's size are dropped, and ``fx.elem_less`` keeps a coordinate whose every
+component is below the bound: modelled in ``_written``); which elements the copies
 and MMAs inside a tile touch (the partition proofs above cover their shapes, the compile
 tests their code; the bounded views they read are checked here, per group); int32 overflow
 (the plans refuse operands of 2**31 bytes or more, and the shapes here are small); and
@@ -116,6 +124,96 @@ def test_g2s_copies_cover_the_tile_once(mlir, arch, cfg, rows_of, k_major, monke
     assert rows % tr == 0 and cfg.block_k % tc == 0  # the tile repeats over (rows, block_k)
 
 
+def _coords(t, rank=2):
+    """The coordinates an identity-tensor partition holds, in its value order.
+
+    Its first value is evaluated by FlyDSL; the others come from its layout (shape and
+    basis strides ``vE<mode>``, as FlyDSL returns them) in Python, which is ~100x faster
+    than evaluating each; the first few are cross-checked against FlyDSL.
+    """
+    layout = fx.get_layout(t)
+    base = tuple(t[0].to_py_value())
+    steps = [[0] * rank]
+    for size, stride in _flat(layout.shape.to_py_value(), layout.stride.to_py_value()):
+        d = [0] * rank
+        if not isinstance(stride, int):
+            d[stride.modes[0]] = stride.value
+        else:
+            assert stride == 0
+        steps = [[o[j] + i * d[j] for j in range(rank)] for i in range(size) for o in steps]
+    out = [tuple(b + o for b, o in zip(base, off)) for off in steps]
+    for i in (1, len(out) - 1):
+        assert tuple(t[i].to_py_value()) == out[i]
+    return out
+
+
+# NOTE [tail masks]: the masks compare the (row, col) that ``tile_coords`` gives each value.
+# Proven here for every thread: those coordinates cover the tile exactly once, so the
+# predicate / select keeps exactly the values inside C's N columns or the group's K.
+MASK_CASES = [(arch, configs.default(arch, "gemm")) for arch in configs.TARGETS] + [
+    ("gfx950", next(c for c in configs.SPACES["gfx950"]["gemm"] if c.mma == 32)),
+    ("gfx950", next(c for c in configs.SPACES["gfx950"]["gemm"] if c.warps_m == 1))]
+
+
+@pytest.mark.parametrize("arch, cfg", MASK_CASES, ids=[f"{a}-{c.name}" for a, c in MASK_CASES])
+def test_store_predicate_coordinates_cover_the_c_tile_once(mlir, arch, cfg, monkeypatch):
+    monkeypatch.setenv("FLYDSL_GPU_ARCH", arch)
+    mma = MODULES[arch].tiled_mma(fx, cfg, fx.BFloat16)
+    seen = Counter()
+    _, tiled = gemm_gfx950.store_copy(fx, mma, fx.BFloat16)  # the epilogue's own copy
+    for tid in range(cfg.num_warps * MODULES[arch].WAVE):
+        thr = tiled.get_slice(tid)
+        seen.update(_coords(gemm_gfx950.tile_coords(fx, thr, cfg.block_m, cfg.block_n)))
+    assert set(seen) == {(m, n) for m in range(cfg.block_m) for n in range(cfg.block_n)}
+    assert set(seen.values()) == {1}
+    # the epilogue keeps a value iff fx.elem_less(coord, (block_m, n_left)): every component
+    # below (FlyDSL's documented meaning, not evaluated here: it is not folded at trace time)
+
+
+@pytest.mark.parametrize("arch, cfg", [c for c in MASK_CASES if c[0] == "gfx950"],
+                         ids=[c.name for a, c in MASK_CASES if a == "gfx950"])
+def test_k_tail_select_coordinates_cover_the_loaded_tile_once(mlir, arch, cfg, monkeypatch):
+    monkeypatch.setenv("FLYDSL_GPU_ARCH", arch)
+    threads = cfg.num_warps * gemm_gfx950.WAVE
+    for rows in {cfg.block_m, cfg.block_n}:
+        copy = gemm_gfx950._k_major_copy(fx, fx.BFloat16, rows, cfg.block_k, threads)
+        seen = Counter()
+        for tid in range(threads):
+            seen.update(_coords(gemm_gfx950.tile_coords(fx, copy.get_slice(tid), rows,
+                                                        cfg.block_k)))
+        assert set(seen) == {(r, k) for r in range(rows) for k in range(cfg.block_k)}
+        assert set(seen.values()) == {1}
+    # the bound the kernel compares with, on the last (partial) K tile and past it
+    assert tiling.k_left(100, 1, 64) == 36 and tiling.k_left(100, 2, 64) < 0
+
+
+def _swizzled(r, k, rows):
+    """The intended MN-major LDS offset: row index bits 4.. XOR the low K bits."""
+    shift = rows.bit_length() - 1 - 4
+    bits = min(2, shift)
+    return k * rows + (r ^ ((k & ((1 << bits) - 1)) << 4))
+
+
+@pytest.mark.parametrize("rows, block_k", sorted({(r, c.block_k) for _, c in CASES
+                                                  for r in (c.block_m, c.block_n)}))
+def test_mn_major_swizzle_is_a_bijection_that_keeps_vectors_whole(mlir, rows, block_k):
+    """FlyDSL's composed layout agrees with the intended XOR on a sample, and that XOR maps
+    the tile onto itself with every 8-aligned group of rows (one G2S write, two transposing
+    reads) kept as 8 consecutive elements."""
+    layout = fx.make_composed_layout(gemm_gfx950.mn_major_swizzle(fx, rows),
+                                     fx.make_ordered_layout((rows, block_k, 2), (0, 1, 2)))
+    for r, k in [(0, 0), (rows - 1, block_k - 1), (16, 1), (17, 3), (rows // 2 + 5, 6),
+                 (rows - 9, block_k // 2 + 1)]:
+        assert fx.crd2idx((r, k, 1), layout).to_py_value() == _swizzled(r, k, rows) + rows * block_k
+    offsets = [_swizzled(r, k, rows) for k in range(block_k) for r in range(rows)]
+    assert sorted(offsets) == list(range(rows * block_k))
+    for k in range(block_k):
+        for r0 in range(0, rows, 8):
+            base = _swizzled(r0, k, rows)
+            assert base % 8 == 0 and [_swizzled(r0 + i, k, rows) for i in range(8)] == \
+                list(range(base, base + 8))
+
+
 CONFIGS = [c for _, c in CASES]
 TEMPLATES = ("gemm", "2Dx3D", "2Dx2D", "3Dx3D")
 
@@ -151,18 +249,22 @@ def _extent(t):
     return t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
 
 
-def _written_rows(view, pid_m, pid_n, cfg):
-    """[first, end) rows of C (viewed as (-1, ldc)) that tile (pid_m, pid_n) of a C view stores.
+def _written(view, pid_m, pid_n, cfg, N):
+    """(rows, columns) of C (viewed as (-1, ldc)) that tile (pid_m, pid_n) of a C view stores.
 
     The tile is view rows pid_m*BM.., columns pid_n*BN..; the descriptor drops stores at or
-    past its size. Its columns stay inside one row of C (no wrap into the next row), so a
-    tile stores whole BN-wide row segments: counting (row, pid_n) pairs counts elements.
+    past its size, and the epilogue's predicate keeps tile column c only when
+    c < ``tiling.columns_left`` (the kernels' own bound). Both ranges are [first, end).
     """
     base, _, (ldc, one), n_elems = view
-    assert one == 1 and (pid_n + 1) * cfg.block_n <= ldc, "a tile's columns wrap past a row"
+    assert one == 1 and ldc == N, "C rows are not N long"
     assert base % ldc == 0 and n_elems % ldc == 0  # the view is whole rows of C
     first = base // ldc + pid_m * cfg.block_m
-    return first, min(first + cfg.block_m, base // ldc + n_elems // ldc)
+    rows = (first, min(first + cfg.block_m, base // ldc + n_elems // ldc))
+    col0 = pid_n * cfg.block_n
+    kept = min(cfg.block_n, tiling.columns_left(N, pid_n, cfg.block_n))
+    assert kept > 0, "a tile column with nothing to store"
+    return rows, (col0, col0 + kept)
 
 
 def _run_grid(plan, cfg, offs):
@@ -172,8 +274,9 @@ def _run_grid(plan, cfg, offs):
     ragged_m, ragged_k = plan.template == "2Dx3D", plan.template == "2Dx2D"
     ends = list(offs) if offs is not None else []
     starts = [0] + ends[:-1]
-    assert C.is_contiguous() and C.shape[-1] == ldc
-    cov = torch.zeros(C.numel() // max(ldc, 1), max(a["tiles_n"], 1), dtype=torch.int32)
+    assert C.is_contiguous() and C.shape[-1] == ldc == N  # no padded columns
+    assert a["tiles_n"] == -(-N // cfg.block_n)
+    cov = torch.zeros(C.numel() // max(ldc, 1), N, dtype=torch.int32)
     tiles = 0
     for bid in range(a["grid"]):
         valid, g, pid_m, pid_n, row0, rows, k0, kn = tiling.tile_of(
@@ -186,9 +289,10 @@ def _run_grid(plan, cfg, offs):
         v = tiling.view_bounds(g, row0, rows, k0, kn, N, a["lda"], a["ldb"], ldc,
                                a["sag"], a["sbg"], a["scg"], a["sbiasg"],
                                plan.spec["a_k_major"], plan.spec["b_k_major"])
-        first, end = _written_rows(v["C"], pid_m, pid_n, cfg)
+        (first, end), (c0, c1) = _written(v["C"], pid_m, pid_n, cfg, N)
         assert 0 <= first < end <= cov.shape[0], "a tile stores nothing or past C"
-        cov[first:end, pid_n] += 1
+        assert 0 <= c0 < c1 <= N, "a tile stores past C's row"
+        cov[first:end, c0:c1] += 1
         if ragged_m:  # rows of group g only, and the tile starts inside the group
             assert pid_m == 0 and starts[g] <= row0 < ends[g] and row0 + rows == ends[g]
             assert starts[g] <= first and end <= ends[g]
@@ -210,9 +314,6 @@ def _run_grid(plan, cfg, offs):
         if plan.spec["has_bias"]:
             assert v["Bias"][0] == g * a["sbiasg"] and v["Bias"][3] == N
             assert v["Bias"][0] + N <= a["Bias"].numel()
-    if a["tiles_n"] == 0:
-        cov = cov[:, :0]
-    assert cov.shape[1] * cfg.block_n == ldc, "column tiles do not make up C's rows"
     return cov, tiles
 
 

@@ -13,15 +13,20 @@ Same math, templates and group mapping as ``xvendor.rocm.gemm_gfx950`` (see ther
 - pipeline: ``stages`` LDS buffers; tile ``k + stages - 1`` is issued right after the
   barrier that retires tile ``k - 1``; ``s_wait_tensorcnt`` + a barrier make tile ``k``
   visible to all waves before its WMMAs;
-- epilogue: fp32 accumulator (+ fp32 bias) -> out dtype -> bounded buffer stores, as on
-  gfx950.
+- epilogue: fp32 accumulator (+ fp32 bias) -> out dtype -> bounded buffer stores,
+  predicated to C's N columns, as on gfx950 (no host padding: NOTE [N tail] there).
+- MN-major fragments are still read from LDS element-wise (``ds_load_u16``): FlyDSL
+  0.3.4.1's transposing LDS copy atom is gfx950's (``ds_read_b64_tr_b16``; LLVM cannot
+  select it for gfx1250), and gfx1250's ``ds_load_tr16_b128`` is only exposed as a raw
+  per-lane helper (``fx.rocdl.lds_transpose_load``), whose lane mapping onto the WMMA
+  fragment nothing here can check without the hardware.
 
 NOTE [unverified numerics]: compiled to real gfx1250 code objects on a CPU; never run.
 Numerics are unverified until they run on a gfx1250 device; the dispatch layer's
 correctness gate checks each kernel there on first use (``xvendor.gate``).
 """
 
-from .tiling import operand_views, tile_of, traced
+from .tiling import columns_left, operand_views, tile_of, traced
 
 ARCH = "gfx1250"
 WAVE = 32
@@ -132,7 +137,8 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                 fx.copy(s2rB_atom, ssB[None, None, None, st], rB)
                 fx.gemm(mma, fC, fA, fB, fC)
             tdm_ops.tensor_wait(0)
-            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN)
+            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN,
+                     columns_left(N, pid_n, BN))  # NOTE [N tail]
 
     @flyc.jit
     def launch(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,

@@ -11,15 +11,21 @@ output dtype, per tile of ``block_m x block_n``; what a "group" is depends on th
 Code paths (all chosen on the host, at build time, so each compiles to straight code):
 - operand majors: A and B are each K-major (K contiguous: 16-byte ``buffer_load_dwordx4``
   into a swizzled K-major LDS tile, ``ds_read_b128`` into MFMA fragments) or MN-major
-  (M/N contiguous: 16-byte loads along M/N into an MN-major LDS tile, element reads into
-  fragments). ``gemm`` NT = both K-major; NN = B MN-major.
+  (M/N contiguous: 16-byte loads along M/N into an MN-major LDS tile swizzled by 16-element
+  groups, transposing 8-byte reads ``ds_read_b64_tr_b16`` into fragments: 4 K values of one
+  M/N per instruction, where element-wise reads took one ``ds_read_u16`` each). ``gemm`` NT
+  = both K-major; NN = B MN-major (so is the MoE forward 2Dx3D with b (G, K, N)); 2Dx2D =
+  both MN-major.
 - pipeline: ``stages`` LDS buffers; the global loads of tile ``k + stages - 1`` are issued
   before the MFMAs of tile ``k`` and written to LDS after them; one barrier per K tile.
-- bounds: every global access goes through a buffer descriptor whose size ends where the
-  workgroup's group ends, so loads past it read 0 and stores past it are dropped. That
-  masks M tails, ragged group ends and (for K-outer operands) K tails in hardware; the
-  host pads a K-major operand's K to a multiple of ``block_k`` and C's N to a multiple of
-  ``block_n`` when they are not (``xvendor.rocm.launch``).
+- bounds, all in the kernel (the host never pads, ``xvendor.rocm.launch``): every global
+  access goes through a buffer descriptor whose size ends where the workgroup's group
+  ends, so loads past it read 0 and stores past it are dropped. That masks M tails, ragged
+  group ends and an MN-major operand's K tail in hardware. A K-major operand's K tail is
+  inside its rows, so the loads of a K tile that reaches past K are zeroed past K in
+  registers (NOTE [K tail]; only on that tile: a uniform branch), and C's N tail by
+  predicated stores (NOTE [N tail]). Values past M or N in an operand (garbage from the
+  next row, never used by an in-range output) only reach outputs that are dropped.
 - epilogue: fp32 accumulator (+ bias, broadcast along M through a stride-0 view) ->
   out dtype (bf16, fp16 or fp32) -> buffer stores.
 
@@ -30,7 +36,7 @@ unverified until they run on a gfx950 device; the dispatch layer's correctness g
 reference on first use and never chooses a failing one again.
 """
 
-from .tiling import operand_views, tile_of, traced
+from .tiling import columns_left, k_left, operand_views, tile_of, traced
 
 ARCH = "gfx950"
 WAVE = 64
@@ -54,6 +60,21 @@ def _mn_major_copy(fx, dtype, rows, block_k, threads):
                               fx.make_tile(rows, tk))
 
 
+def mn_major_swizzle(fx, rows: int):
+    """XOR swizzle of an MN-major LDS tile: the row index's 16-element groups ^= low K bits.
+
+    Each K row of the tile is ``rows`` elements, so without it the lanes of one transposing
+    read (4 K rows at the same M/N) hit the same LDS banks. The XOR moves whole 16-element
+    groups (bits 4.. of the M/N index), so the 8-element G2S writes and the 4-element
+    ``ds_read_b64_tr_b16`` reads stay contiguous.
+    """
+    if rows < 32 or rows & (rows - 1):
+        raise ValueError(f"an MN-major LDS tile needs a power-of-two row count >= 32 (block_m "
+                         f"and block_n of the config), got {rows}")
+    shift = rows.bit_length() - 1 - 4  # log2(rows) - 4: from the row bits to the K bits
+    return fx.static(fx.SwizzleType.get(min(2, shift), 4, shift))
+
+
 def smem_operand(fx, base, dtype, rows, cfg, k_major: bool, threads: int):
     """(LDS view (rows, BK, stages), G2S tiled copy, S2R copy atom) of one operand."""
     shape = (rows, cfg.block_k, cfg.stages)
@@ -62,9 +83,41 @@ def smem_operand(fx, base, dtype, rows, cfg, k_major: bool, threads: int):
                                          fx.make_ordered_layout(shape, (1, 0, 2)))
         return (fx.make_view(base, layout), _k_major_copy(fx, dtype, rows, cfg.block_k, threads),
                 fx.make_copy_atom(fx.UniversalCopy128b(), dtype))
-    layout = fx.make_ordered_layout(shape, (0, 1, 2))
+    # MN-major: the MFMA fragment wants 8 consecutive K of one M/N per lane, which lie
+    # ``rows`` apart here; gfx950's transposing LDS read (ds_read_b64_tr_b16) gathers them,
+    # 4 per instruction, instead of one 16-bit read per element.
+    layout = fx.make_composed_layout(mn_major_swizzle(fx, rows),
+                                     fx.make_ordered_layout(shape, (0, 1, 2)))
     return (fx.make_view(base, layout), _mn_major_copy(fx, dtype, rows, cfg.block_k, threads),
-            fx.make_copy_atom(fx.UniversalCopy16b(), dtype))
+            fx.make_copy_atom(fx.rocdl.cdna4.LDSReadTrans16_64b(), dtype))
+
+
+def tile_coords(fx, thr_copy, rows: int, cols: int):
+    """(row, col) of each value ``thr_copy`` moves in a (rows, cols) tile, in the order of
+    its partitions: the coordinates the tail masks compare (tests/rocm/test_layout_proofs.py
+    checks that they cover the tile once)."""
+    return thr_copy.partition_S(fx.make_view((0, 0), fx.make_identity_layout((rows, cols))))
+
+
+def store_copy(fx, mma, TO):
+    """(atom, tiled copy) of the C stores: one element per buffer store."""
+    store = fx.make_copy_atom(fx.rocdl.BufferCopy(TO.width), TO)
+    return store, fx.make_tiled_copy_C(store, mma)
+
+
+def zero_k_tail(fx, reg, coords, rows: int, k_left):
+    """Set the values of a K-major register tile whose K index is ``k_left`` or more to 0.
+
+    NOTE [K tail]: a K-major operand's view ends at the end of the group's rows, so a load
+    past K inside a row reads the row's padding or the next row (never 0): those values are
+    zeroed here, before they reach LDS. ``coords``: the (row, k) of each value, from the
+    same G2S partition of an identity tile. ``k_left`` >= block_k for all but the last K
+    tile (the select keeps every value then).
+    """
+    keep = [fx.elem_less(coords[i], (rows, k_left)) for i in range(fx.size(coords).to_py_value())]
+    vals = reg.load()
+    mask = fx.Vector.from_elements(keep, fx.Boolean).reshape(vals.shape)
+    reg.store(mask.select(vals, fx.Vector.zeros_like(vals)))
 
 
 def tiled_mma(fx, cfg, dtype):
@@ -121,6 +174,9 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
             tsB = g2sB.partition_D(sB)
             regA = fx.make_fragment_like(tsA[None, None, None, 0])
             regB = fx.make_fragment_like(tsB[None, None, None, 0])
+            # (row, k) of each loaded value: NOTE [K tail]
+            cA = tile_coords(fx, g2sA, BM, BK)
+            cB = tile_coords(fx, g2sB, BN, BK)
             s2rA = fx.make_tiled_copy_A(s2rA_atom, mma).get_slice(tid)
             s2rB = fx.make_tiled_copy_B(s2rB_atom, mma).get_slice(tid)
             ssA = s2rA.partition_S(sA)
@@ -138,6 +194,11 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
             for s in fx.range_constexpr(S - 1):
                 fx.copy(g2r, tgA[None, None, None, s], regA)
                 fx.copy(g2r, tgB[None, None, None, s], regB)
+                if k_left(kn, s, BK) < BK:  # the K tail (or past it): NOTE [K tail]
+                    if a_k_major:
+                        zero_k_tail(fx, regA, cA, BM, k_left(kn, s, BK))
+                    if b_k_major:
+                        zero_k_tail(fx, regB, cB, BN, k_left(kn, s, BK))
                 fx.copy(r2s, regA, tsA[None, None, None, s])
                 fx.copy(r2s, regB, tsB[None, None, None, s])
             fx.gpu.barrier()
@@ -150,10 +211,16 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                 fx.copy(s2rB_atom, ssB[None, None, None, st], rB)
                 fx.gemm(mma, fC, fA, fB, fC)
                 wt = nxt % S  # the stage read in iteration k-1: free since its barrier
+                if k_left(kn, nxt, BK) < BK:
+                    if a_k_major:
+                        zero_k_tail(fx, regA, cA, BM, k_left(kn, nxt, BK))
+                    if b_k_major:
+                        zero_k_tail(fx, regB, cB, BN, k_left(kn, nxt, BK))
                 fx.copy(r2s, regA, tsA[None, None, None, wt])
                 fx.copy(r2s, regB, tsB[None, None, None, wt])
                 fx.gpu.barrier()
-            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN)
+            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN,
+                     columns_left(N, pid_n, BN))
 
     @flyc.jit
     def launch(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
@@ -169,8 +236,13 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
     return launch, smem_bytes, threads
 
 
-def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN):
-    """fp32 accumulator (+ bias) -> out dtype -> buffer stores (dropped past the group end)."""
+def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left):
+    """fp32 accumulator (+ bias) -> out dtype -> buffer stores, masked to columns < ``n_left``.
+
+    NOTE [N tail]: C's rows are N long (no padding), so a tile column past N would land in
+    the next row: each store is predicated on its column (``n_left`` = N - the tile's first
+    column). Rows past the group end are dropped by the buffer descriptor.
+    """
     acc = fC.load()
     if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
         gBias = fx.flat_divide(gBias, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
@@ -181,6 +253,11 @@ def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN):
         acc = acc + fbias.load()
     out = fx.make_fragment_like(fC, TO.ir_type)
     out.store(acc.to(TO))
-    store = fx.make_copy_atom(fx.rocdl.BufferCopy(TO.width), TO)
-    tc = fx.make_tiled_copy_C(store, mma).get_slice(tid)
-    fx.copy(store, tc.retile(out), tc.partition_S(gC))
+    store, tc = store_copy(fx, mma, TO)
+    tc = tc.get_slice(tid)
+    dst = tc.partition_S(gC)
+    coords = tile_coords(fx, tc, BM, BN)
+    keep = fx.make_fragment_like(dst, dtype=fx.Boolean)
+    for i in fx.range_constexpr(fx.size(coords).to_py_value()):
+        keep[i] = fx.elem_less(coords[i], (BM, n_left))
+    fx.copy(store, tc.retile(out), dst, pred=keep)

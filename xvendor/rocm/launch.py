@@ -8,18 +8,24 @@ compiled specialization on it. The backend runs the launch; the cross-compiler
 (``xvendor.rocm.crosscompile``) builds the very same specialization from placeholder
 tensors, so the checked code object is the one a device would run.
 
-Operand normalization (why the host copies sometimes):
+Operand normalization (the only reasons the host copies an operand):
 - A is viewed as (M, K), B as (N, K). Each is K-major (K contiguous) or MN-major (M/N
   contiguous) with a leading dimension (and, for 3-D operands, a group stride) that is a
-  multiple of 8 elements (16-byte loads); anything else is copied to K-major.
+  multiple of 8 elements and a 16-byte aligned start (16-byte loads); anything else is
+  copied to K-major.
 - ragged M (2Dx3D) needs a K-major A (the group bound is on rows); ragged K (2Dx2D) needs
   both operands MN-major (the group bound is on K rows). Other majors are copied.
-- a K-major operand whose K is not a multiple of block_k is zero-padded along K: the
-  kernels bound loads per group with the buffer size, which cannot mask inside a row.
-- C's row length is padded to a multiple of block_n when N is not (same reason); the
-  result is the first N columns, made contiguous.
+Sizes never cause a copy: M, N and K need not be multiples of the tile. The kernels mask
+their tails themselves (NOTE [K tail] and [N tail] in ``xvendor.rocm.gemm_gfx950``): M
+tails and ragged group ends by the buffer descriptors' sizes, a K-major operand's K tail
+by zeroing the loaded values past K (gfx950) or by the Tensor Data Mover's extents
+(gfx1250), and C's N tail by predicated stores. C is allocated (M, N) (or (G, M, N)) and
+returned as it is. ``tests/rocm/test_launch.py`` proves this on the plans: for
+non-multiple sizes the kernel gets the caller's tensors (views of the same storage) and
+the plan allocates nothing but C.
 3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group);
-its (N,) bias, which is not per group, is added on the host.
+its (N,) bias, which is not per group, is added on the host, and its result is the
+transpose of the kernel's output, made contiguous (a copy of the output, at any size).
 
 Proven on the CPU: tests/rocm/test_layout_proofs.py runs the kernels' own tile mapping
 (``xvendor.rocm.tiling``) over every program of the grids planned here; tests/rocm/
@@ -76,15 +82,14 @@ def _k_major(t: torch.Tensor, need: str | None) -> bool:
     return (need or _major(t)) != "mn"
 
 
-def _as_k_major(t: torch.Tensor, block_k: int) -> torch.Tensor:
-    """``t`` (..., rows, K) with K contiguous, a leading dim % 8 == 0 and K % block_k == 0."""
-    k = t.shape[-1]
-    kp = _cdiv(max(k, 1), block_k) * block_k
-    if _major(t) == "k" and kp == k:
+def _as_k_major(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (..., rows, K) with K contiguous and a leading dim % 8 == 0 (a copy if not)."""
+    if _major(t) == "k":
         return t
-    out = t.new_zeros(*t.shape[:-1], kp)
+    k = t.shape[-1]
+    out = t.new_zeros(*t.shape[:-1], _cdiv(max(k, 1), 8) * 8)
     out[..., :k] = t
-    return out
+    return out[..., :k]
 
 
 def _as_mn_major(t: torch.Tensor) -> torch.Tensor:
@@ -153,16 +158,16 @@ def specialization(op: str, args: tuple, cfg=None) -> tuple[str, dict]:
     out_dtype) for grouped_mm. Decided from dtypes, strides and alignment alone: no data is
     allocated, copied or read, so the dispatch layer can key per-specialization verdicts on
     it for every call. The plans take their majors from here, so the two cannot disagree.
-    ``cfg`` does not change the specialization (tile sizes only pad; they never re-major).
+    ``cfg`` does not change the specialization: tile sizes never pad or re-major.
     """
     p = _problem(op, args)
     return p.template, dict(p.spec)
 
 
-def _operands(p: _Problem, block_k: int):
-    A = _as_k_major(p.a, block_k) if p.spec["a_k_major"] else _as_mn_major(p.a)
-    B = _as_k_major(p.b, block_k) if p.spec["b_k_major"] else _as_mn_major(p.b)
-    return A, B  # both K-major operands pad K to the same length
+def _operands(p: _Problem):
+    A = _as_k_major(p.a) if p.spec["a_k_major"] else _as_mn_major(p.a)
+    B = _as_k_major(p.b) if p.spec["b_k_major"] else _as_mn_major(p.b)
+    return A, B
 
 
 def plan_gemm(a, b, bias, out_dtype, cfg) -> Launch:
@@ -170,16 +175,15 @@ def plan_gemm(a, b, bias, out_dtype, cfg) -> Launch:
     p = _problem("gemm", (a, b, bias, out_dtype))
     M, K = a.shape
     N = b.shape[1]
-    A, B = _operands(p, cfg.block_k)
-    np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
-    C = torch.empty((M, np_), dtype=p.out_dtype, device=a.device)
+    A, B = _operands(p)
+    C = torch.empty((M, N), dtype=p.out_dtype, device=a.device)
     bias32 = bias.float().contiguous() if bias is not None else _placeholder(a.device)
     _check_size(a=A, b=B, out=C)
     tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
     args = (A, B, C, bias32, torch.zeros(1, dtype=torch.int32, device=a.device),
-            M, N, K, 1, _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), np_,
+            M, N, K, 1, _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), N,
             0, 0, 0, 0, tiles_m, tiles_n, max(tiles_m * tiles_n, 1))
-    return Launch("gemm", p.spec, args, lambda: C if np_ == N else C[:, :N].contiguous())
+    return Launch("gemm", p.spec, args, lambda: C)
 
 
 def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
@@ -207,9 +211,8 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
         G, (M, K), N = offs.shape[0], a.shape, b.shape[1]
     else:
         G, M, K, N = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
-    A, B = _operands(p, cfg.block_k)
-    np_ = N if N % cfg.block_n == 0 else _cdiv(N, cfg.block_n) * cfg.block_n
-    shape = (M, np_) if mode == "2Dx3D" else (G, M, np_)
+    A, B = _operands(p)
+    shape = (M, N) if mode == "2Dx3D" else (G, M, N)
     # zeros: rows past offs[-1] (2Dx3D) are never written by the kernel and must read 0
     C = torch.zeros(shape, dtype=out_dtype, device=dev) if mode == "2Dx3D" else \
         torch.empty(shape, dtype=out_dtype, device=dev)
@@ -220,11 +223,8 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
     grid = (tiles_m + G) * tiles_n if mode == "2Dx3D" else G * tiles_m * tiles_n
     offs_t = offs if offs is not None else torch.zeros(1, dtype=torch.int32, device=dev)
     args = (A, B, C, bias32, offs_t, M, N, K, G,
-            _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), np_,
+            _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), N,
             A.stride(0) if A.dim() == 3 else 0, B.stride(0) if B.dim() == 3 else 0,
             C.stride(0) if C.dim() == 3 else 0, N if bias is not None else 0,
             tiles_m, tiles_n, max(grid, 1))
-
-    def result():
-        return C if np_ == N else C[..., :N].contiguous()
-    return Launch(mode, p.spec, args, result)
+    return Launch(mode, p.spec, args, lambda: C)

@@ -6,12 +6,14 @@ FlyDSL values (``traced(tile_of)``: FlyDSL rewrites their ``for``/``if`` on runt
 into scf.for/scf.if), and tests/rocm/test_layout_proofs.py runs the very same functions on
 Python ints with the launch arguments ``xvendor.rocm.launch`` computes. So the proof there
 (every output tile written exactly once, no tile across a group boundary, nothing past
-``offs[-1]``, idle programs past the last tile) is about the code the kernels execute, not
-about a twin of it. They must stay inside what both interpretations accept: ``+ - * // %``,
-comparisons, ``&``, ``for`` over ``range``, ``if``/``else`` and conditional expressions; no
-break, continue or return inside a loop or branch (FlyDSL turns their bodies into functions),
-and a variable assigned under any ``if`` (one on a Python constant too) or ``for`` and used
-after it must be bound before it, with the type it will have.
+``offs[-1]``, idle programs past the last tile, stores masked to C's N columns) is about the
+code the kernels execute, not about a twin of it. ``columns_left`` and ``k_left`` are the
+tail bounds the kernels mask with (plain arithmetic, shared the same way). They must stay
+inside what both interpretations accept: ``+ - * // %``, comparisons, ``&``, ``for`` over
+``range``, ``if``/``else`` and conditional expressions; no break, continue or return inside
+a loop or branch (FlyDSL turns their bodies into functions), and a variable assigned under
+any ``if`` (one on a Python constant too) or ``for`` and used after it must be bound before
+it, with the type it will have.
 
 NOTE [group views]: a workgroup sees its group through views whose base is the group's
 first element and whose buffer size ends where the group ends. Loads past the end read 0
@@ -93,6 +95,19 @@ def view_bounds(g, row0, rows, k0, kn, N, lda, ldb, ldc, sag, sbg, scg, sbiasg,
     c = (g * scg + row0 * ldc, (rows, ldc), (ldc, 1), rows * ldc)
     bias = (g * sbiasg, (rows, ldc), (0, 1), N)
     return {"A": a, "B": b, "C": c, "Bias": bias}
+
+
+def columns_left(N, pid_n, block_n):
+    """Columns of tile column ``pid_n`` inside C: the epilogue stores tile column c only
+    when c < this (NOTE [N tail] in ``xvendor.rocm.gemm_gfx950``). C rows are N long, with
+    no padding, so a column past N would be the next row's."""
+    return N - pid_n * block_n
+
+
+def k_left(kn, k_tile, block_k):
+    """K indices of K tile ``k_tile`` inside the group's K range: a K-major operand's loaded
+    values at tile K index >= this are zeroed (NOTE [K tail] in ``xvendor.rocm.gemm_gfx950``)."""
+    return kn - k_tile * block_k
 
 
 @functools.cache

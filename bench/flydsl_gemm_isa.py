@@ -1,0 +1,113 @@
+"""ISA evidence for the FlyDSL GEMM templates: memory instructions per compiled code object.
+
+For each (arch, template or variant, config) the script compiles the backend's own
+launch of the representative problem (``xvendor.rocm.crosscompile.compile_one``: real
+gfx950 / gfx1250 code objects, no GPU), counts the memory and matrix instructions by
+name in the final ISA (``ds_*``, ``buffer_*``, ``global_*``, ``tensor_*``, ``v_mfma*``,
+``v_wmma*``; each static instruction once, not per loop trip) and prints them with the
+resources the sweep judges (VGPR, SGPR, spills, scratch, LDS). Sizes are runtime values in
+these kernels, so one code object per specialization serves every M, N and K: the tail
+masks are in every one of them.
+
+What to read off it:
+- MN-major fragment reads: gfx950 ``ds_read_b64_tr_b16`` (4 elements per instruction)
+  where the element-wise path used ``ds_read_u16``; gfx1250 still ``ds_load_u16``.
+- K-major fragment reads stay ``ds_read_b128`` / ``ds_load_b128``; G2S loads
+  ``buffer_load_dwordx4`` (gfx950) or ``tensor_load_to_lds`` (gfx1250).
+
+Each compile runs in its own process (LLVM errors abort a process), one at a time.
+
+    python bench/flydsl_gemm_isa.py [--targets gfx950,gfx1250] [--configs default|all]
+        [--templates gemm,gemm:NN,...] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTR = re.compile(r"^\s+((?:ds|buffer|global|tensor|scratch)_\w+|v_mfma\w*|v_wmma\w*)\b", re.M)
+
+
+def instruction_counts(asm: str) -> dict[str, int]:
+    """Memory and matrix instructions of an ISA text, by name (static count)."""
+    return dict(sorted(Counter(m.group(1) for m in INSTR.finditer(asm)).items()))
+
+
+def compile_and_count(template: str, arch: str, config: dict) -> dict:
+    """One compile in this process: the instruction counts and the judged resources."""
+    from xvendor.rocm import crosscompile
+    from xvendor.tuning import resources
+    raw = crosscompile.compile_one(template, arch, config)
+    rec = resources.inspect(arch, raw)
+    keep = ("ok", "reason", "vgpr", "agpr", "sgpr", "spills", "scratch", "lds_bytes", "occupancy")
+    return {"template": template, "arch": arch, "config": config,
+            "instructions": instruction_counts(raw["asm"]), **{k: rec.get(k) for k in keep}}
+
+
+def run_isolated(template: str, arch: str, config: dict, timeout_s: float = 600) -> dict:
+    """``compile_and_count`` in a fresh interpreter; a crash becomes a record saying so."""
+    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([template, arch, config])],
+                          capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        return {"template": template, "arch": arch, "config": config, "ok": False,
+                "reason": f"compile process exited {proc.returncode}: {proc.stderr[-800:]}"}
+    return json.loads(lines[-1])
+
+
+def jobs(targets, templates, which):
+    from xvendor.rocm import configs
+    for arch in targets:
+        for t in templates:
+            base = configs.base_template(t)
+            cfgs = configs.SPACES[arch][base] if which == "all" else (configs.default(arch, base),)
+            for cfg in cfgs:
+                yield t, arch, cfg.to_dict()
+
+
+def _name(cfg: dict) -> str:
+    from xvendor.rocm import configs
+    return configs.Config(**cfg).name
+
+
+def main(argv=None) -> int:
+    from xvendor.rocm import configs
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--targets", default=",".join(configs.TARGETS))
+    p.add_argument("--templates", default=",".join(
+        v for t in configs.TEMPLATES for v in (t, *configs.VARIANTS.get(t, ()))))
+    p.add_argument("--configs", choices=("default", "all"), default="default")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.one:
+        print(json.dumps(compile_and_count(*json.loads(args.one))))
+        return 0
+    records = []
+    todo = jobs(args.targets.split(","), args.templates.split(","), args.configs)
+    for template, arch, cfg in todo:
+        rec = run_isolated(template, arch, cfg)
+        records.append(rec)
+        head = f"{arch:8s} {template:18s} {_name(cfg):24s}"
+        if not rec["ok"]:
+            print(f"{head} FAILED: {rec['reason']}", flush=True)
+            continue
+        print(f"{head} vgpr {rec['vgpr']:3d} sgpr {rec['sgpr']:3d} spills {rec['spills']} "
+              f"scratch {rec['scratch']} lds {rec['lds_bytes']}", flush=True)
+        print("    " + "  ".join(f"{k} {v}" for k, v in rec["instructions"].items()), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1))
+    bad = [r for r in records if not r["ok"] or r.get("spills") or r.get("scratch")]
+    print(f"{len(records) - len(bad)}/{len(records)} code objects ok, no spills, no scratch")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
