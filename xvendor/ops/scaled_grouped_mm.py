@@ -34,12 +34,13 @@ import torch
 from torch import Tensor
 from torch.nn.functional import ScalingType
 
-from .. import numerics
+from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_group_ends, check_same_device,
                       check_tensor, define, fast_path_open)
 from .scaled_mm import (BLOCK, FP4, MX, NO_SWIZZLE, ROWWISE, E4, E5, check_operand_dtypes,
                         check_output_dtype, check_scale, recipe_id, swizzle_id)
+from .scaled_mm import scaled_inputs
 from .scaled_mm import error  # the same comparison: output dtype, shape, normwise error
 
 OP = "scaled_grouped_mm"
@@ -155,6 +156,19 @@ def scaled_grouped_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: 
     return scaled_grouped_mm_op(*norm[:7], None, None, norm[9], backend)
 
 
+def shape_class(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=0, swizzle_b=0,
+                output_dtype=torch.bfloat16) -> tuple:
+    """The shape class of a (checked, normalized) call: ``xvendor.shapes.grouped_mm_class``'s
+    ("2Dx3D:NT" / "2Dx2D:TN"..., M bucket, N, K, group-count bucket, output dtype) with K
+    in elements (fp4: twice a's bytes), plus the recipe and element formats
+    (``scaled_mm.scaled_inputs``)."""
+    form = shapes.GROUPED_FORMS[(a.dim(), b.dim())]
+    groups = b.shape[0] if b.dim() == 3 else offs.shape[0]
+    return (f"{form}:{shapes.operand_layout(a)}{shapes.operand_layout(b)}",
+            shapes.m_bucket(a.shape[0]), b.shape[-1], _k(a), shapes.pow2_bucket(groups),
+            str(output_dtype).removeprefix("torch."), scaled_inputs(a, b, recipe_a))
+
+
 def _oracle(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, *, swizzle_a=None,
             swizzle_b=None, output_dtype=torch.bfloat16):
     return numerics.scaled_grouped_mm(a, b, scale_a, recipe_id(OP, "recipe_a", recipe_a),
@@ -180,4 +194,4 @@ def _cases(rand, device):
 
 
 SPEC = define(OpSpec(OP, scaled_grouped_mm, check, oracle=_oracle, cases=_cases, error=error,
-                     dispatch_dtype=lambda args: args[-1]))  # output_dtype
+                     shape_class=shape_class, dispatch_dtype=lambda args: args[-1]))  # output_dtype

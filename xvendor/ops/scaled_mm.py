@@ -53,7 +53,7 @@ import torch
 from torch import Tensor
 from torch.nn.functional import ScalingType, SwizzleType
 
-from .. import numerics
+from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_same_device, check_tensor, define,
                       fast_path_open)
@@ -215,6 +215,26 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: Tensor, 
     return scaled_mm_op(*norm[:6], None, None, *norm[8:], backend)
 
 
+_FORMATS = {E4: "e4m3", E5: "e5m2", FP4: "e2m1"}
+_RECIPE_KEYS = {TENSORWISE: "tensorwise", ROWWISE: "rowwise", MX: "mx"}
+
+
+def scaled_inputs(a, b, recipe: int) -> str:
+    """What a scaled call multiplies, as a tuned winner is keyed on it: the recipe and each
+    operand's element format, e.g. ``"mx:e2m1xe4m3"`` or ``"rowwise:e4m3xe5m2"``."""
+    return f"{_RECIPE_KEYS[recipe]}:{_FORMATS[a.dtype]}x{_FORMATS[b.dtype]}"
+
+
+def shape_class(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0,
+                bias=None, output_dtype=torch.bfloat16) -> tuple:
+    """The shape class of a (checked, normalized) call: ``xvendor.shapes.gemm_class``'s
+    (layout, M bucket, N, K, 0, output dtype) with K in elements (fp4: twice a's bytes),
+    plus ``scaled_inputs``: a winner tuned for MXFP8 is never served to MXFP4 or RowWise."""
+    return (shapes.operand_layout(a) + shapes.operand_layout(b), shapes.m_bucket(a.shape[0]),
+            b.shape[1], a.shape[1] * (2 if a.dtype == FP4 else 1), 0,
+            str(output_dtype).removeprefix("torch."), scaled_inputs(a, b, recipe_a))
+
+
 def error(out, expected, args, kwargs) -> float:
     """0 when ``out`` has output_dtype, shape (M, N) and a normwise error against the fp64
     oracle within ``numerics.TOLERANCE[output_dtype]``; else error / tolerance (> 1), inf
@@ -257,4 +277,5 @@ def _cases(rand, device):
 
 
 SPEC = define(OpSpec(OP, scaled_mm, check, oracle=_oracle, cases=_cases, error=error,
+                     shape_class=shape_class,
                      dispatch_dtype=lambda args: args[-1]))  # output_dtype

@@ -17,6 +17,12 @@ Model (``predict_us``), per config on one problem (M rows per group, N, K, G gro
     t_tile    = max(t_compute, t_memory) * (k_iters + 1) / k_iters   (pipeline fill/drain)
     predicted = waves * t_tile
 
+Scaled problems (FP8/MX; the key's ``dtype`` is ``"<recipe>:<a>x<b>"``, NOTE [scaled problem
+keys] in ``problem``): the peak is the arch's FP8 figure, its FP4 figure when both operands
+are e2m1 under MX, and its bf16 figure when the compiled record's matrix instruction is a
+bf16/f16 one (MX emulated by an upcast, as on sm_90); operand bytes are 1 (fp8) or 1/2
+(fp4) per element, plus one E8M0 byte per 32 elements of each tile row/column under MX.
+
 It is a ranking device, not a stopwatch: its value is the order it puts configs in, which
 ``rank_correlation`` checks against measured times wherever both exist.
 """
@@ -24,8 +30,10 @@ It is a ranking device, not a stopwatch: its value is the order it puts configs 
 from __future__ import annotations
 
 import math
+import re
 
 from .. import devices
+from .problem import scaled_inputs
 
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 _FULL_RATE_TILE = 128 * 128  # tiles this big keep the matrix units busy; smaller ones do not
@@ -42,10 +50,41 @@ def tile_of(config: dict) -> tuple[int, int, int]:
             pick("block_k", "bk", default=32))
 
 
+_FORMAT_BYTES = {"e4m3": 1.0, "e5m2": 1.0, "e2m1": 0.5}
+_FORMAT_PEAK = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1": "float4_e2m1fn_x2"}
+_EMULATING = re.compile(r"bf16|f16")  # a matrix instruction on 16-bit floats: upcast first
+
+
+def peak_tflops(spec, dtype: str, mma_instr: str | None = None) -> float:
+    """Dense peak for a key's ``dtype`` (a torch dtype name, or a scaled op's recipe and
+    formats) on ``spec``, given the compiled kernel's matrix instruction when known."""
+    scaled = scaled_inputs(dtype)
+    if scaled is None:
+        return spec.peak_tflops.get(dtype) or spec.peak_tflops.get("float32") or 1.0
+    recipe, fa, fb = scaled
+    fp8 = spec.peak_tflops.get("float8_e4m3fn")
+    if mma_instr and _EMULATING.search(mma_instr):  # no scaled MMA: bf16 after an upcast
+        return spec.peak_tflops.get("bfloat16") or fp8 or 1.0
+    if recipe == "mx" and fa == fb == "e2m1":
+        return spec.peak_tflops.get(_FORMAT_PEAK["e2m1"]) or fp8 or 1.0
+    return fp8 or spec.peak_tflops.get("bfloat16") or 1.0
+
+
+def tile_bytes(dtype: str, bm: int, bn: int, k: int) -> float:
+    """Bytes one (bm x bn) output tile reads over K: its A rows and B columns (and E8M0
+    scales under MX)."""
+    scaled = scaled_inputs(dtype)
+    if scaled is None:
+        return (bm * k + k * bn) * _BYTES.get(dtype, 2)
+    recipe, fa, fb = scaled
+    scales = (bm + bn) * k / 32 if recipe == "mx" else 0
+    return bm * k * _FORMAT_BYTES[fa] + k * bn * _FORMAT_BYTES[fb] + scales
+
+
 def predict_us(m: int, n: int, k: int, groups: int, dtype: str, config: dict,
-               occupancy: int, arch: str) -> float:
+               occupancy: int, arch: str, mma_instr: str | None = None) -> float:
     spec = devices.ARCHS.get(arch) or devices.arch_spec(arch)
-    peak = spec.peak_tflops.get(dtype) or spec.peak_tflops.get("float32") or 1.0
+    peak = peak_tflops(spec, dtype, mma_instr)
     bandwidth = (spec.hbm_tbps or 0.1) * 1e12
     cus = max(1, spec.cus or 1)
     bm, bn, bk = tile_of(config)
@@ -56,7 +95,7 @@ def predict_us(m: int, n: int, k: int, groups: int, dtype: str, config: dict,
     waves = math.ceil(tiles / slots)
     tile_eff = min(1.0, (bm * bn) / _FULL_RATE_TILE) ** 0.5
     t_compute = 2 * bm * bn * k / (peak * 1e12 / slots) / tile_eff
-    t_memory = (bm * k + k * bn) * _BYTES.get(dtype, 2) / (bandwidth / slots)
+    t_memory = tile_bytes(dtype, bm, bn, k) / (bandwidth / slots)
     k_iters = max(1, math.ceil(k / bk))
     return waves * max(t_compute, t_memory) * (k_iters + 1) / k_iters * 1e6
 
@@ -93,7 +132,8 @@ def rank(records: list[dict], m: int, n: int, k: int, groups: int, dtype: str,
          arch: str) -> list[tuple[float, dict]]:
     """(predicted µs, record) best first."""
     scored = [(predict_us(m, n, k, groups, dtype, r.get("config", {}),
-                          int(r.get("occupancy") or 1), arch), r) for r in records]
+                          int(r.get("occupancy") or 1), arch, r.get("mma_instr")), r)
+              for r in records]
     return sorted(scored, key=lambda x: (x[0], x[1].get("config_name", "")))
 
 

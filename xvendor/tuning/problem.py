@@ -8,6 +8,16 @@ holds the exact arch and CU count, not the family.
 Shape buckets and operand layouts are the op's shape class (NOTE [shape buckets] in
 ``xvendor.shapes``, the one owner of both). Bump ``KEY_VERSION`` when any of this changes:
 files of another version are ignored.
+
+NOTE [scaled problem keys]: for ``scaled_mm`` / ``scaled_grouped_mm`` the ``dtype`` field
+is what the call multiplies: the recipe and both operands' element formats,
+``"<recipe>:<a>x<b>"`` with recipe ``tensorwise | rowwise | mx`` (BlockWise1x32) and
+formats ``e4m3 | e5m2 | e2m1`` (e.g. ``"mx:e2m1xe2m1"``, ``"rowwise:e4m3xe5m2"``);
+``out_dtype`` is the output dtype and K counts elements (an fp4 operand holds K/2 bytes).
+The op's shape class carries that string as its seventh element (``xvendor.ops.scaled_mm.
+shape_class``). The field keeps its place, so keys of the other ops are unchanged (no
+version bump); a scaled key never equals a bf16 one, and MXFP8 never equals MXFP4 or
+RowWise: a config tuned for one recipe or format is never served to another.
 """
 
 from __future__ import annotations
@@ -17,8 +27,32 @@ from dataclasses import asdict, dataclass
 from .. import shapes
 
 KEY_VERSION = 1
+SCALED_OPS = ("scaled_mm", "scaled_grouped_mm")
+RECIPES = ("tensorwise", "rowwise", "mx")
+FORMATS = ("e4m3", "e5m2", "e2m1")
+
+
+def _scaled_class(op):
+    def shape_class(*args):
+        # Imported on first use: the op module (layer 3) owns its shape class; the tuning
+        # layer need not load torch.library ops to parse or print a key.
+        from importlib import import_module
+        return import_module(f"xvendor.ops.{op}").shape_class(*args)
+    return shape_class
+
+
 # What each tuned op's shape class is computed with (the ops use the same functions).
-SHAPE_CLASS = {"gemm": shapes.gemm_class, "grouped_mm": shapes.grouped_mm_class}
+SHAPE_CLASS = {"gemm": shapes.gemm_class, "grouped_mm": shapes.grouped_mm_class,
+               **{op: _scaled_class(op) for op in SCALED_OPS}}
+
+
+def scaled_inputs(dtype_field: str) -> tuple[str, str, str] | None:
+    """(recipe, format of a, format of b) of a scaled key's ``dtype`` field, else None."""
+    recipe, sep, formats = dtype_field.partition(":")
+    fa, x, fb = formats.partition("x")
+    if not sep or not x or recipe not in RECIPES or fa not in FORMATS or fb not in FORMATS:
+        return None
+    return recipe, fa, fb
 
 
 @dataclass(frozen=True)
@@ -37,6 +71,11 @@ class ProblemKey:
     groups: int = 0  # bucketed; 0 for gemm
     version: int = KEY_VERSION
 
+    @property
+    def scaled(self) -> tuple[str, str, str] | None:
+        """(recipe, format of a, format of b) for a scaled op (NOTE [scaled problem keys])."""
+        return scaled_inputs(self.dtype) if self.op in SCALED_OPS else None
+
     def __str__(self) -> str:
         return "|".join(str(v) for v in asdict(self).values())
 
@@ -52,10 +91,12 @@ class ProblemKey:
 
 def from_shape_class(op: str, backend: str, arch: str, cus: int, product: str, dtype,
                      shape_class: tuple) -> ProblemKey:
-    """The key of an op's shape class (``xvendor.ops.<op>.shape_class``)."""
-    layout, m, n, k, groups, out_dtype = shape_class
-    return ProblemKey(op, backend, arch, cus, product, str(dtype).removeprefix("torch."),
-                      out_dtype, layout, m, n, k, groups)
+    """The key of an op's shape class (``xvendor.ops.<op>.shape_class``); a scaled op's
+    seventh element (recipe and formats) replaces ``dtype``, its decision (output) dtype."""
+    layout, m, n, k, groups, out_dtype, *inputs = shape_class
+    dtype = inputs[0] if inputs else str(dtype).removeprefix("torch.")
+    return ProblemKey(op, backend, arch, cus, product, dtype, out_dtype, layout, m, n, k,
+                      groups)
 
 
 def key_for(op: str, backend: str, arch: str, cus: int, product: str, args: tuple) -> ProblemKey:

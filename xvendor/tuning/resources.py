@@ -58,6 +58,7 @@ _MMA = {
     "v_wmma": re.compile(r"\b(v_wmma\w+|v_swmmac\w+)"),
     "wgmma": re.compile(r"\b(wgmma\.mma_async[\w.]*)"),
     "mma.sync": re.compile(r"\b(mma\.sync[\w.]*)"),
+    "tcgen05": re.compile(r"\b(tcgen05\.mma[\w.:]*)"),
 }
 _CUOBJDUMP_RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 

@@ -59,8 +59,25 @@ def toolchain(name: str) -> Toolchain:
 
     from ..triton import configs, crosscompile
     return Toolchain("triton", triton.__version__, configs.TEMPLATES, tuple(configs.TARGETS),
-                     configs.candidates, configs.default, crosscompile.source_hash,
+                     _triton_candidates, _triton_default, crosscompile.source_hash,
                      configs.VARIANTS)
+
+
+# The scaled FP8/MX templates ("scaled_mm:mxfp8" ...) have their own config spaces and
+# targets (sm_100 too); they are compiled by explicit jobs (``xvendor.triton.tunable``),
+# not by the default plan, whose templates and targets stay the bf16 ones.
+def _triton_space(template: str):
+    from ..triton import configs, scaled_configs
+    scaled = configs.base_template(template) in scaled_configs.TEMPLATES
+    return scaled_configs if scaled else configs
+
+
+def _triton_candidates(arch, template, which="all"):
+    return _triton_space(template).candidates(arch, template, which)
+
+
+def _triton_default(arch, template):
+    return _triton_space(template).default(arch, template)
 
 
 @functools.lru_cache(maxsize=1)

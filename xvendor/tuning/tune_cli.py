@@ -3,36 +3,57 @@
     XVENDOR_TUNE=capture python train.py            # records the problem keys it meets
     xvendor tune --from ~/.cache/xvendor/tuning/captured-1234.json [--budget S] [--top-k K]
     xvendor tune --shape gemm:4096x4096x4096 --shape grouped_mm:8192x2048x7168:64
+    xvendor tune --shape scaled_mm:8192x8192x4096:mx:e4m3xe4m3 --arch gfx950
 
 Every backend whose record names a ``tunable`` and that can serve the device (explicit
 request rules) is tuned (NOTE [tuning loop] in ``tuner``); the table shows each config's
 prediction, measurement, and speedup over the backend's default and over ATen. A problem
 that cannot be tuned (no input generator for it, a backend that raises) is reported with
 its reason and skipped; the others are still tuned.
+
+Scaled ops (``scaled_mm``, ``scaled_grouped_mm``): a ``--shape`` ending in ``:RECIPE:AxB``
+(else ``--scaled RECIPE:AxB``) names the recipe and element formats (NOTE [scaled problem
+keys] in ``problem``), ``--dtype`` the output dtype; captured scaled keys carry theirs.
+
+``--arch`` with problems (a chip that is not here): the loop stops after ranking
+(``predict``): candidates, pruning with the real cross-compile records, the analytical
+model; nothing is gated or timed, and each backend's best prediction is stored for
+(problem, backend) only, marked ``"kind": "predicted"`` (never for ``*``: a prediction
+never makes a backend the default), in the table of that arch and CU count.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import json
 import sys
+import time
 
 import torch
 from rich.console import Console
 from rich.table import Table
 
-from .. import devices, registry
-from . import serve, tuner
-from .problem import ProblemKey, key_for
-from .store import TuningStore
+from .. import devices, registry, shapes
+from . import model, serve, tuner
+from .problem import SCALED_OPS, ProblemKey, key_for, scaled_inputs
+from .store import TuningStore, Winner
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("tune", help="tune captured problems on the present device")
     p.add_argument("--from", dest="source", help="a capture file (XVENDOR_TUNE=capture)")
     p.add_argument("--shape", action="append", default=[],
-                   help="op:MxNxK[:G], e.g. gemm:4096x4096x4096 or grouped_mm:8192x2048x7168:64")
-    p.add_argument("--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"])
+                   help="op:MxNxK[:G], e.g. gemm:4096x4096x4096 or grouped_mm:8192x2048x7168:64; "
+                        "scaled ops may end in :RECIPE:AxB (else --scaled), e.g. "
+                        "scaled_mm:8192x8192x4096:mx:e2m1xe2m1")
+    p.add_argument("--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"],
+                   help="input and output dtype (scaled ops: the output dtype)")
+    p.add_argument("--scaled", default="mx:e4m3xe4m3", metavar="RECIPE:AxB",
+                   help="recipe (tensorwise|rowwise|mx) and element formats (e4m3|e5m2|e2m1) "
+                        "of scaled_mm / scaled_grouped_mm shapes that name none "
+                        "(default mx:e4m3xe4m3)")
     p.add_argument("--backend", action="append", help="only these backends")
     p.add_argument("--budget", type=float, help="seconds per problem and backend")
     p.add_argument("--top-k", type=int, help="time only the k best predictions")
@@ -41,9 +62,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="also write the chip's flydsl winners (tuned, else the shipped "
                         "predictions, marked so) as FlyDSL offline-config artifacts "
                         "(FLYDSL_AUTOTUNE_CONFIG_DIR) into DIR")
-    p.add_argument("--arch", help="with --export-flydsl and no tuning: export for a chip of "
-                                  "this arch that is not here (its CU count and product from "
-                                  "the arch table, or --cus/--product)")
+    p.add_argument("--arch", help="a chip of this arch that is not here (its CU count and "
+                                  "product from the arch table, or --cus/--product): with "
+                                  "--shape, predict (rank without timing) and store the "
+                                  "predictions; with --export-flydsl, export its winners")
     p.add_argument("--cus", type=int, help="with --arch: the chip's compute-unit count")
     p.add_argument("--product", help="with --arch: the chip's product name as torch reports it")
     p.set_defaults(func=main)
@@ -61,8 +83,11 @@ def make_args(key: ProblemKey, device, gen: torch.Generator) -> tuple:
 
     The four grouped forms as the ops define them (``xvendor.shapes``): 2Dx3D splits M
     rows over the groups, 3Dx2D splits N columns, 2Dx2D splits K (the weight gradient),
-    3Dx3D is batched. The result's problem key is ``key`` (tested).
+    3Dx3D is batched; scaled ops: ``_scaled_args``. The result's problem key is ``key``
+    (tested).
     """
+    if key.op in SCALED_OPS:
+        return _scaled_args(key, device, gen)
     dt = getattr(torch, key.dtype)
     out_dtype = None if key.out_dtype == key.dtype else getattr(torch, key.out_dtype)
 
@@ -95,13 +120,74 @@ def make_args(key: ProblemKey, device, gen: torch.Generator) -> tuple:
     raise ValueError(f"unknown grouped_mm form {form!r} (forms: 2Dx3D, 3Dx2D, 2Dx2D, 3Dx3D)")
 
 
-def parse_shape(text: str, info, dtype: str) -> ProblemKey:
+_QDTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
+            "e2m1": torch.float4_e2m1fn_x2}
+
+
+def _quantized(fmt, recipe, lead, rows, k, k_last, gen, device):
+    """(data, scale) of a (*lead, rows, K) operand quantized along K: K contiguous
+    (``k_last``) or a transposed view; scales (*lead, rows, 1) RowWise, (*lead, rows, K/32)
+    MX, () TensorWise."""
+    from ..ops.quantize import quantize
+    if k_last:
+        return quantize(torch.randn(*lead, rows, k, generator=gen).to(device), _QDTYPES[fmt],
+                        recipe, dim=-1)
+    data, scale = quantize(torch.randn(*lead, k, rows, generator=gen).to(device),
+                           _QDTYPES[fmt], recipe, dim=-2)
+    return data.transpose(-2, -1), (scale if scale.dim() == 0 else scale.transpose(-2, -1))
+
+
+def _scaled_args(key: ProblemKey, device, gen) -> tuple:
+    """A scaled call's arguments, normalized as the ops hand them to kernels: operands of
+    the key's formats and layouts quantized along K with its recipe (``xvendor.quantize``),
+    b as the transpose of its (N, K) rows (the scale orientation torch takes)."""
+    from torch.nn.functional import ScalingType
+    recipe, fa, fb = key.scaled
+    rid = {"tensorwise": ScalingType.TensorWise, "rowwise": ScalingType.RowWise,
+           "mx": ScalingType.BlockWise1x32}[recipe].value
+    out = getattr(torch, key.out_dtype)
+    form, _, (la, lb) = key.layout.rpartition(":")
+    g, m, n, k = max(1, key.groups), key.m, key.n, key.k
+    lead = (g,) if form == "2Dx3D" else ()
+    a, sa = _quantized(fa, recipe, (), m, k, la == "N", gen, device)
+    w, sw = _quantized(fb, recipe, lead, n, k, lb == "T", gen, device)
+    b = w.transpose(-2, -1)
+    if key.op == "scaled_mm":
+        sb = sw.transpose(-2, -1) if recipe == "rowwise" else sw  # RowWise wants (1, N)
+        return (a, b, sa, rid, sb, rid, 0, 0, None, out)
+    if form == "2Dx3D":
+        if recipe == "rowwise":  # (M,) and (G, N)
+            sa, sw = sa.squeeze(-1), sw.squeeze(-1)
+        return (a, b, sa, rid, sw, rid, _even_split(m, g, device), 0, 0, out)
+    if form == "2Dx2D":  # ragged K: group starts on 32-element blocks (one E8M0 block each)
+        ends = (_even_split(k // 32, g, device) * 32).to(torch.int32)
+        return (a, b, sa, rid, sw, rid, ends, 0, 0, out)
+    raise ValueError(f"unknown scaled_grouped_mm form {form!r} (forms: 2Dx3D, 2Dx2D)")
+
+
+def _scaled_key(op, m, n, k, groups, info, dtype, scaled) -> ProblemKey:
+    if scaled_inputs(scaled) is None:
+        raise SystemExit(f"xvendor tune: --scaled {scaled!r}: expected RECIPE:AxB with recipe "
+                         f"tensorwise|rowwise|mx and formats e4m3|e5m2|e2m1")
+    layout = "NT" if op == "scaled_mm" else "2Dx3D:NT"
+    return ProblemKey(op, "*", info.arch, info.cu_count, info.product, scaled, dtype, layout,
+                      shapes.m_bucket(m), n, k, shapes.pow2_bucket(groups) if groups else 0)
+
+
+def parse_shape(text: str, info, dtype: str, scaled: str = "mx:e4m3xe4m3") -> ProblemKey:
     try:
         op, dims, *rest = text.split(":")
+        if op in SCALED_OPS and len(rest) >= 2 and scaled_inputs(":".join(rest[-2:])):
+            scaled, rest = ":".join(rest[-2:]), rest[:-2]  # op:MxNxK[:G]:RECIPE:AxB
         m, n, k = (int(x) for x in dims.lower().split("x"))
         groups = int(rest[0]) if rest else 0
     except ValueError as e:
-        raise SystemExit(f"xvendor tune: --shape {text!r}: expected op:MxNxK[:G] ({e})")
+        raise SystemExit(f"xvendor tune: --shape {text!r}: expected op:MxNxK[:G] (scaled ops: "
+                         f"op:MxNxK[:G][:RECIPE:AxB]) ({e})")
+    if op in SCALED_OPS:
+        if op == "scaled_grouped_mm" and groups < 1:
+            raise SystemExit(f"xvendor tune: --shape {text!r}: scaled_grouped_mm needs :G")
+        return _scaled_key(op, m, n, k, groups, info, dtype, scaled)
     dt = getattr(torch, dtype)
     if op == "gemm":
         args = (torch.empty(m, k, dtype=dt, device="meta"), torch.empty(k, n, dtype=dt, device="meta"),
@@ -111,27 +197,98 @@ def parse_shape(text: str, info, dtype: str) -> ProblemKey:
                 torch.empty(max(groups, 1), k, n, dtype=dt, device="meta"),
                 torch.empty(max(groups, 1), dtype=torch.int32, device="meta"), None, None)
     else:
-        raise SystemExit(f"xvendor tune: --shape {text!r}: op must be gemm or grouped_mm")
+        raise SystemExit(f"xvendor tune: --shape {text!r}: op must be gemm, grouped_mm, "
+                         f"scaled_mm or scaled_grouped_mm")
     return key_for(op, "*", info.arch, info.cu_count, info.product, args)
 
 
-def tunable_backends(op: str, info, dtype, only=None) -> dict:
-    """name -> tunable object, for the backends that declare one and can serve ``info``."""
+def decision_dtype(key: ProblemKey) -> torch.dtype:
+    """The dtype the dispatch layer decides ``key``'s calls on (scaled ops: the output's)."""
+    return getattr(torch, key.out_dtype if key.op in SCALED_OPS else key.dtype)
+
+
+def tunable_backends(op: str, info, dtype, only=None, dry_run=False) -> dict:
+    """name -> tunable object, for the backends that declare one and can serve ``info``
+    (``dry_run``: a chip that is not here; this machine's probes are not asked)."""
     found = {}
     for name, b in registry.backends().items():
         if (only and name not in only) or not b.tunable:
             continue
-        if b.why_not(op, info, dtype, explicit=True):
+        if b.why_not(op, info, dtype, explicit=True, dry_run=dry_run):
             continue
         found[name] = registry.tunable(name)
     return found
 
 
+def predict(key: ProblemKey, tunable, info) -> tuner.TuneResult:
+    """The tuning loop up to its ranking step (NOTE [tuning loop]): what can be done for a
+    chip that is not here. Rows: pruned (with the reason) or predicted; the winner is the
+    best prediction, neither gated nor timed."""
+    t0 = time.monotonic()
+    cands = tunable.candidates(key.op, info, key)
+    records = [dict(c.record or {"ok": True}, config=c.config, config_name=c.name) for c in cands]
+    kept, dropped = model.prune(records, key.m, key.n, key.k, key.groups)
+    ranked = model.rank(kept, key.m, key.n, key.k, key.groups, key.dtype, info.arch)
+    configs = {c.name: c.config for c in cands}
+    rows = [tuner.Row(n, configs[n], None, None, f"pruned: {why}") for n, why in dropped.items()]
+    best = [tuner.Row(r["config_name"], r["config"], us, None,
+                      "predicted (no device here: not gated, not timed)") for us, r in ranked]
+    return tuner.TuneResult(key, rows + best, best[0] if best else None, None, None,
+                            float("nan"), time.monotonic() - t0)
+
+
+def store_prediction(store: TuningStore, backend: str, res: tuner.TuneResult) -> None:
+    """Store ``res``'s best prediction for (problem, ``backend``) only, marked predicted."""
+    w = res.winner
+    own = ProblemKey(**{**res.key.__dict__, "backend": backend})
+    store.put(own, Winner(backend, w.config, w.name, None, w.predicted_us, {
+        "kind": "predicted", "model": "xvendor.tuning.model v1",
+        "from": f"{backend} cross-compile records (exact instruction, no spills, LDS within "
+                "limit) ranked by the analytical model",
+        "date": datetime.date.today().isoformat()}))
+    res.stored.append(str(own))
+
+
+def _absent_chip(args):
+    """The DeviceInfo of ``--arch`` (with ``--cus``/``--product``), a chip not here."""
+    spec = devices.arch_spec(args.arch)
+    return dataclasses.replace(devices.hypothetical(args.arch), cu_count=args.cus or spec.cus,
+                               product=args.product or spec.product)
+
+
+def _predict_all(console, args, keys, info) -> int:
+    """``--arch`` with problems: rank and store predictions for a chip that is not here."""
+    store = TuningStore(info.arch, info.cu_count)
+    stored = 0
+    for key in keys:
+        what = f"{key.op} {key.layout} {key.m}x{key.n}x{key.k} G~{key.groups} {key.dtype}"
+        backends = tunable_backends(key.op, info, decision_dtype(key), args.backend, True)
+        if not backends:
+            console.print(f"[yellow]{what}: skipped: no tunable backend serves {info.arch}[/]")
+        for name, tunable in backends.items():
+            try:
+                res = predict(key, tunable, info)
+            except Exception as e:  # one problem that cannot be ranked never stops the run
+                console.print(f"[yellow]{what} on {name}: skipped: {type(e).__name__}: {e}[/]")
+                continue
+            if res.winner is not None:
+                store_prediction(store, name, res)
+                stored += 1
+            _print(console, name, res)
+    console.print(f"xvendor tune: {stored} prediction(s) stored for {info.arch} "
+                  f"({info.cu_count} CUs), {len(keys)} problem(s); nothing was timed")
+    return 0 if stored else 1
+
+
 def main(args) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)
+    if args.arch and args.shape and not args.export_flydsl:
+        info = _absent_chip(args)
+        return _predict_all(console, args, [parse_shape(s, info, args.dtype, args.scaled)
+                                            for s in args.shape], info)
     device = torch.device(args.device) if args.device else devices._default_device()
     info = registry.device_info(device)
-    keys = [parse_shape(s, info, args.dtype) for s in args.shape]
+    keys = [parse_shape(s, info, args.dtype, args.scaled) for s in args.shape]
     if args.source:
         keys += [k for k in serve.captured_keys(args.source)
                  if k.arch == info.arch and k.cus == info.cu_count]
@@ -145,7 +302,7 @@ def main(args) -> int:
         what = f"{key.op} {key.layout} {key.m}x{key.n}x{key.k} G~{key.groups}"
         try:
             argsets = [make_args(key, device, gen) for _ in range(3)]
-            backends = tunable_backends(key.op, info, getattr(torch, key.dtype), args.backend)
+            backends = tunable_backends(key.op, info, decision_dtype(key), args.backend)
             if not backends:
                 raise ValueError(f"no tunable backend can run on {device} ({info.arch})")
         except Exception as e:  # one problem that cannot be tuned never stops the run

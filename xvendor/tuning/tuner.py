@@ -84,6 +84,13 @@ def time_us(fn, argsets: list, device: torch.device, warmup: int = 2, reps: int 
 
 
 def _oracle(op, args):
+    """The fp64 oracle of one call's arguments (the op's own argument order)."""
+    if op == "scaled_mm":
+        a, b, sa, ra, sb, rb, _, _, bias, _ = args
+        return oracle.scaled_mm(a, b, sa, ra, sb, rb, bias)
+    if op == "scaled_grouped_mm":
+        a, b, sa, ra, sb, rb, offs = args[:7]
+        return oracle.scaled_grouped_mm(a, b, sa, ra, sb, offs)
     return oracle.gemm(*args[:3]) if op == "gemm" else oracle.grouped_mm(*args[:4])
 
 
