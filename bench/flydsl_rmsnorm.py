@@ -15,7 +15,7 @@ per row: cache traffic, its row is the workgroup's own), which reaches HBM once,
 host's final sum reads the partials back: ``3 * tokens * hidden * 2 + 2 * grid * hidden
 * 4`` bytes, grid = tokens / rows per workgroup. The fused residual forward reads x and the
 residual and writes y and x + residual: ``4 * tokens * hidden * 2`` bytes. The backward
-and residual code objects are compiled by ``topk.compile_one`` in workers (uncached).
+and residual code objects are compiled by ``xvendor.rocm.crosscompile.compile_one`` in workers (uncached).
 
     python bench/flydsl_rmsnorm.py [--cache-dir DIR]
 """
@@ -76,7 +76,7 @@ def backward_report(shapes) -> None:
     jobs = [(t, a, configs.NORM_BWD_DEFAULTS[a] if t != "rms_norm:residual"
              else configs.default(a, "rms_norm"))
             for a in configs.TARGETS for t in ("rms_norm_bwd", "rms_norm:residual")]
-    recs = _module_jobs("xvendor.rocm.topk", jobs)
+    recs = _module_jobs("flydsl", jobs)
     print("\n| arch | kernel | config | VGPR | SGPR | LDS B | spills | scratch | WG/CU | "
           "vector load/store (count) | reason |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -9,7 +9,7 @@ Radix form (``xvendor.rocm.topk``): each row is read by 4 key passes and the gat
 re-read right away, so the prediction counts HBM once ("cached") and, as an upper bound,
 every pass from HBM ("no reuse"). Not modelled: launch latency, the 256-bucket scans and
 the k^2 rank compares (LDS work, ~k^2 / threads per thread: 4096 at k = 1024), which bound
-small rows with large k. The code objects are compiled by ``topk.compile_one`` in worker
+small rows with large k. The code objects are compiled by ``xvendor.rocm.crosscompile.compile_one`` in worker
 processes, the same plans the backend launches.
 
     python bench/flydsl_topk.py
@@ -42,7 +42,7 @@ def _compile(jobs) -> list[dict]:
 
     def one(i):
         t, a, c = jobs[i]
-        return pool[i % 2].run({"toolchain": "xvendor.rocm.topk", "template": t, "arch": a,
+        return pool[i % 2].run({"toolchain": "flydsl", "template": t, "arch": a,
                                 "config": c.to_dict()}, 600)
     try:
         with ThreadPoolExecutor(2) as ex:

@@ -10,6 +10,9 @@ Math (accumulation in fp32 for fp16/bf16 inputs, then one rounding to the output
   bias: (G, N) for 2Dx3D, 2Dx2D and 3Dx3D (group g adds bias[g]); (N,) for 3Dx2D (each
   column belongs to one group). Rows (2Dx3D) or columns (3Dx2D) past offs[-1] are zeros.
 - rms_norm:    x * rsqrt(mean(x^2 over weight's dims) + eps) * weight
+- rms_norm_backward: with r = rsqrt(mean(x^2) + eps), xhat = x * r, gw = grad * weight:
+               dx = r * (gw - xhat * mean(gw * xhat)), dweight = sum over the leading
+               dims of grad * xhat (an empty (0,) tensor without a weight)
 - topk:        torch.topk
 - quantize:    FP8/FP4 data and scales (tensorwise, rowwise, MX); see ``quantize`` below
 - scaled_mm:   dequantize each operand in fp32 (data * broadcast scale; MX: each 32-block
@@ -95,6 +98,22 @@ def rms_norm(x, weight=None, eps=None):
     if weight is not None:
         y = y * weight.to(acc)
     return y.to(x.dtype)
+
+
+def rms_norm_backward(grad, x, weight=None, eps=None):
+    eps = torch.finfo(x.dtype).eps if eps is None else eps
+    acc = _ACC.get(x.dtype, x.dtype)
+    dims = tuple(range(-(weight.dim() if weight is not None else 1), 0))
+    xf, gf = x.to(acc), grad.to(acc)
+    r = torch.rsqrt(xf.pow(2).mean(dim=dims, keepdim=True) + eps)
+    xhat = xf * r
+    gw = gf * weight.to(acc) if weight is not None else gf
+    dx = r * (gw - xhat * (gw * xhat).mean(dim=dims, keepdim=True))
+    if weight is None:
+        return dx.to(x.dtype), x.new_empty(0)
+    lead = tuple(range(x.dim() - weight.dim()))
+    dweight = (gf * xhat).sum(dim=lead) if lead else gf * xhat
+    return dx.to(x.dtype), dweight.to(weight.dtype)
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
@@ -247,5 +266,6 @@ def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b
     return out.to(output_dtype)
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm,
+           "rms_norm_backward": rms_norm_backward, "topk": topk,
            "quantize": quantize, "scaled_mm": scaled_mm, "scaled_grouped_mm": scaled_grouped_mm}

@@ -178,7 +178,7 @@ _BUILTIN = (
                      "(cuBLAS) stays the default on NVIDIA",
             probe="xvendor.triton.backend:probe", tunable="xvendor.triton.tunable:TUNABLE"),
     Backend(name="flydsl", module="xvendor.rocm.backend",
-            ops={"gemm", "grouped_mm", "rms_norm", "topk"},
+            ops={"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk"},
             device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
             dtypes={torch.float16, torch.bfloat16},
             op_dtypes={"topk": {torch.float16, torch.bfloat16, torch.float32}},  # router logits

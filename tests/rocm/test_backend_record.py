@@ -12,7 +12,8 @@ pytestmark = pytest.mark.l0
 def test_record_defaults_only_where_there_is_evidence():
     rec = registry.backends()["flydsl"]
     assert rec.archs == {"gfx950", "gfx1250"} and rec.vendors == {"amd"}
-    assert rec.ops == {"gemm", "grouped_mm", "rms_norm", "topk"}
+    assert rec.ops == {"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk"}
+    assert set(backend.KERNELS) == rec.ops
     assert rec.dtypes == {torch.bfloat16, torch.float16}
     assert rec.op_dtypes == {"topk": {torch.bfloat16, torch.float16, torch.float32}}
     # rms_norm and topk: on request only (the public gfx950 numbers are for torch's own FlyDSL
@@ -104,3 +105,44 @@ def test_flydsl_is_tunable_up_to_ranking_without_the_chip():
     assert ranked and ranked[0][0] > 0
     assert tun.default_name("gfx950", "grouped_mm") == configs.default("gfx950", "grouped_mm").name
     assert "flydsl" not in tunable_backends("grouped_mm", info, torch.bfloat16)  # no device
+
+
+def test_rms_norm_backward_is_served_on_request_only():
+    """The dispatched backward op (``xvendor.rms_norm``'s autograd calls it) has a flydsl
+    kernel; like the forward it is no default anywhere (no device timing yet)."""
+    import xvendor
+    import xvendor.ops  # noqa: F401 (defines the ops)
+    rec = registry.backends()["flydsl"]
+    assert "rms_norm_backward" not in rec.defaults
+    info = devices.hypothetical("gfx950")
+    assert registry.select("rms_norm_backward", info, torch.bfloat16, dry_run=True).backend \
+        == "aten"
+    dec = registry.select("rms_norm_backward", info, torch.bfloat16, requested="flydsl",
+                          dry_run=True)
+    assert dec.backend == "flydsl"
+    x = _bf16(4, 4096)
+    dec = xvendor.explain("rms_norm_backward", x, x, _bf16(4096), arch="gfx950",
+                          backend="flydsl")
+    assert dec.backend == "flydsl" and "-> flydsl" in str(dec)
+
+
+def test_rms_norm_backward_gate_identity_is_one_per_compiled_specialization():
+    info = devices.hypothetical("gfx950")
+    g, x = _bf16(4, 4096), _bf16(4, 4096)
+    calls = {
+        "bf16 w": (g, x, _bf16(4096), 1e-6),
+        "fp32 w": (g, x, torch.randn(4096), 1e-6),
+        "no w": (g, x, None, 1e-6),
+        "ragged": (_bf16(4, 4097), _bf16(4, 4097), _bf16(4097), 1e-6),
+    }
+    idents = {k: backend.gate_identity("rms_norm_backward", info, torch.bfloat16, a, None)
+              for k, a in calls.items()}
+    assert len(set(idents.values())) == len(idents), idents
+    default = configs.NORM_BWD_DEFAULTS["gfx950"].name
+    assert all(i.startswith(f"rms_norm_bwd/{default}/") for i in idents.values())
+    tuned = configs.NORM_BWD_SPACES["gfx950"][-1].to_dict()
+    assert backend.gate_identity("rms_norm_backward", info, torch.bfloat16, calls["bf16 w"],
+                                 tuned) != idents["bf16 w"]  # the config counts too
+    # the forward's identity never vouches for the backward
+    assert backend.gate_identity("rms_norm", info, torch.bfloat16, (x, _bf16(4096), 1e-6),
+                                 None) != idents["bf16 w"]

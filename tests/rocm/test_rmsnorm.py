@@ -379,16 +379,16 @@ BWD_IDS = [f"{a}-{t}-{c.name}" for t, a, c in BWD_JOBS]
 @pytest.fixture(scope="module")
 def bwd_compiled():
     """{(template, arch, config): inspection record + memory instructions}, compiled in a
-    child process by ``topk.compile_one`` (NOTE [templates outside crosscompile]): the
+    child process by ``crosscompile.compile_one``: the
     backend's plan on placeholders."""
     pytest.importorskip("flydsl")
     pytest.importorskip("ziglang")
     code = (
         "import json, re, sys\nfrom collections import Counter\n"
-        "from xvendor.rocm import topk\nfrom xvendor.tuning import resources\n"
+        "from xvendor.rocm import crosscompile\nfrom xvendor.tuning import resources\n"
         "rx = re.compile(sys.argv[1])\nout = []\n"
         "for t, a, c in json.loads(sys.argv[2]):\n"
-        "    raw = topk.compile_one(t, a, c)\n"
+        "    raw = crosscompile.compile_one(t, a, c)\n"
         "    out.append(dict(resources.inspect(a, raw), mem=Counter(rx.findall(raw['asm']))))\n"
         "print('RESULT' + json.dumps(out))\n")
     jobs = [(t, a, c.to_dict()) for t, a, c in BWD_JOBS + RES_JOBS]

@@ -247,15 +247,15 @@ _MEM = r"\b((?:buffer|global)_(?:load|store)_\w+|ds_add\w*)"
 @pytest.fixture(scope="module")
 def compiled():
     """{(template, arch): inspection record + Counter of memory instructions}, compiled in
-    one child process (an LLVM abort must not kill pytest) by ``topk.compile_one``."""
+    one child process (an LLVM abort must not kill pytest) by ``crosscompile.compile_one``."""
     pytest.importorskip("flydsl")
     pytest.importorskip("ziglang")
     code = (
         "import json, re, sys\nfrom collections import Counter\n"
-        "from xvendor.rocm import topk\nfrom xvendor.tuning import resources\n"
+        "from xvendor.rocm import crosscompile\nfrom xvendor.tuning import resources\n"
         "rx = re.compile(sys.argv[1])\nout = []\n"
         "for t, a, c in json.loads(sys.argv[2]):\n"
-        "    raw = topk.compile_one(t, a, c)\n"
+        "    raw = crosscompile.compile_one(t, a, c)\n"
         "    out.append(dict(resources.inspect(a, raw), mem=Counter(rx.findall(raw['asm']))))\n"
         "print('RESULT' + json.dumps(out))\n")
     jobs = [(t, a, c.to_dict()) for t, a, c in JOBS]

@@ -12,10 +12,10 @@ from ._common import SPECS, ArgumentError, OpSpec, set_fast_path
 from .gemm import gemm
 from .grouped_mm import grouped_mm
 from .quantize import quantize
-from .rms_norm import rms_norm
+from .rms_norm import rms_norm, rms_norm_backward
 from .scaled_grouped_mm import scaled_grouped_mm
 from .scaled_mm import scaled_mm
 from .topk import topk
 
 __all__ = ["ArgumentError", "OpSpec", "SPECS", "set_fast_path", "gemm", "grouped_mm", "quantize",
-           "rms_norm", "scaled_grouped_mm", "scaled_mm", "topk"]
+           "rms_norm", "rms_norm_backward", "scaled_grouped_mm", "scaled_mm", "topk"]

@@ -1,9 +1,20 @@
-"""``xvendor::rms_norm(x, weight=None, eps=None)``: torch's F.rms_norm over weight's dims.
+"""``xvendor::rms_norm(x, weight=None, eps=None)``: torch's F.rms_norm over weight's dims,
+and its gradient ``xvendor::rms_norm_backward(grad, x, weight=None, eps=None) -> (dx, dweight)``.
 
 y = x * rsqrt(mean(x^2) + eps) * weight, the mean taken over the last ``weight.dim()``
 dimensions (the last one when weight is None), accumulated in fp32 for fp16/bf16.
 ``eps=None`` means ``torch.finfo(x.dtype).eps``, as in torch. The output has x's dtype;
 weight may have x's dtype or float32 (fp32 master weights with bf16 activations).
+
+The backward is an op of its own, dispatched like the forward (a backend may serve it:
+the ``flydsl`` record does): with r = rsqrt(mean(x^2) + eps), xhat = x * r, gw = grad *
+weight, dx = r * (gw - xhat * mean(gw * xhat)) in x's dtype and dweight = sum over the
+leading dims of grad * xhat in weight's dtype (fp32 accumulation). Without a weight,
+dweight is an empty (0,) tensor of x's dtype: torch.library ops cannot return an optional
+tensor. ``rms_norm``'s autograd calls it with the backend the forward was asked for
+(argument, ``use_backend`` or ``XVENDOR_BACKEND`` at forward time), or ``aten`` where that
+backend has no backward kernel (``sycl``). The backward op has no autograd of its own (no
+double backward).
 """
 
 from __future__ import annotations
@@ -14,35 +25,52 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import numerics
+from .. import numerics, registry
 from ..registry import dispatcher
-from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_float, check_same_device,
+from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
                       check_tensor, define, fast_path_open, needs_grad)
 
 OP = "rms_norm"
+BWD = "rms_norm_backward"
 dispatch = dispatcher(OP)
+dispatch_backward = dispatcher(BWD)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 
 
-def check(x, weight=None, eps=None) -> None:
-    check_tensor(OP, "x", x)
-    check_float(OP, "x", x)
+def _check(op: str, x, weight, eps) -> None:
+    check_tensor(op, "x", x)
+    check_float(op, "x", x)
     if x.dim() < 1:
-        raise ArgumentError(OP, "x", "must have at least 1 dimension, got a 0-D tensor")
+        raise ArgumentError(op, "x", "must have at least 1 dimension, got a 0-D tensor")
     if weight is not None:
-        check_tensor(OP, "weight", weight)
+        check_tensor(op, "weight", weight)
         nd = weight.dim()
         if nd < 1 or nd > x.dim() or tuple(weight.shape) != tuple(x.shape[x.dim() - nd:]):
-            raise ArgumentError(OP, "weight", f"shape must equal the last dimensions of x "
+            raise ArgumentError(op, "weight", f"shape must equal the last dimensions of x "
                                               f"{tuple(x.shape)}, got {tuple(weight.shape)}")
         if weight.dtype not in (x.dtype, torch.float32):
-            raise ArgumentError(OP, "weight", f"dtype must be x's ({x.dtype}) or float32, "
+            raise ArgumentError(op, "weight", f"dtype must be x's ({x.dtype}) or float32, "
                                               f"got {weight.dtype}")
-        check_same_device(OP, "x", x, weight=weight)
+        check_same_device(op, "x", x, weight=weight)
     if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool)
                                 and math.isfinite(eps) and eps >= 0):
-        raise ArgumentError(OP, "eps", f"must be None or a finite number >= 0, got {eps!r}")
+        raise ArgumentError(op, "eps", f"must be None or a finite number >= 0, got {eps!r}")
+
+
+def check(x, weight=None, eps=None) -> None:
+    _check(OP, x, weight, eps)
+
+
+def check_backward(grad, x, weight=None, eps=None) -> None:
+    """The forward's rules on (x, weight, eps); grad is the output's gradient: x's shape,
+    dtype and device."""
+    check_tensor(BWD, "grad", grad)
+    _check(BWD, x, weight, eps)
+    if tuple(grad.shape) != tuple(x.shape) or grad.dtype != x.dtype:
+        raise ArgumentError(BWD, "grad", f"must have x's shape and dtype ({tuple(x.shape)}, "
+                                         f"{x.dtype}), got {tuple(grad.shape)}, {grad.dtype}")
+    check_same_device(BWD, "x", x, grad=grad)
 
 
 @torch.library.custom_op("xvendor::rms_norm", mutates_args=())
@@ -59,28 +87,45 @@ def _(x, weight=None, eps=None, backend=None):
 
 
 def _setup(ctx, inputs, output):
-    x, weight, eps, _ = inputs
+    x, weight, eps, backend = inputs
     ctx.save_for_backward(x, weight)
     ctx.eps = torch.finfo(x.dtype).eps if eps is None else eps
+    ctx.backend = _backward_backend(backend)
+
+
+def _backward_backend(backend):
+    """The backend the backward is asked for: the one the forward was asked for, read now
+    (a ``use_backend`` block around the forward has usually ended by backward), or the
+    reference where that backend has no backward kernel (explicit, so a request for it in
+    the environment cannot make the backward raise)."""
+    requested = registry.requested_backend(backend)
+    record = registry.backends().get(requested) if requested else None
+    if record is not None and not record.implements(BWD):
+        return registry.REFERENCE
+    return requested
 
 
 def _backward(ctx, grad):
-    # d/dx of x*r*w with r = rsqrt(mean(x^2)+eps): r * (gw - xhat * mean(gw * xhat))
     x, weight = ctx.saved_tensors
     need_x, need_weight = needs_grad(ctx, 2)
-    acc = acc_dtype(x.dtype)
-    dims = tuple(range(-(weight.dim() if weight is not None else 1), 0))
-    xf, gf = x.to(acc), grad.to(acc)
-    r = torch.rsqrt(xf.pow(2).mean(dim=dims, keepdim=True) + ctx.eps)
-    xhat = xf * r
-    gw = gf * weight.to(acc) if weight is not None else gf
-    gx = r * (gw - xhat * (gw * xhat).mean(dim=dims, keepdim=True))
-    gweight = None
-    if weight is not None and need_weight:
-        lead = tuple(range(x.dim() - weight.dim()))
-        gweight = (gf * xhat).sum(dim=lead) if lead else gf * xhat
-        gweight = gweight.to(weight.dtype)
-    return gx.to(x.dtype) if need_x else None, gweight, None, None
+    dx, dweight = rms_norm_backward_op(grad, x, weight, ctx.eps, ctx.backend)
+    return (dx if need_x else None, dweight if weight is not None and need_weight else None,
+            None, None)
+
+
+@torch.library.custom_op("xvendor::rms_norm_backward", mutates_args=())
+def rms_norm_backward_op(grad: Tensor, x: Tensor, weight: Optional[Tensor] = None,
+                         eps: Optional[float] = None,
+                         backend: Optional[str] = None) -> tuple[Tensor, Tensor]:
+    check_backward(grad, x, weight, eps)
+    return dispatch_backward(x.device, x.dtype, (grad, x, weight, eps), backend)
+
+
+@rms_norm_backward_op.register_fake
+def _(grad, x, weight=None, eps=None, backend=None):
+    check_backward(grad, x, weight, eps)
+    return torch.empty_like(x), (torch.empty_like(weight) if weight is not None
+                                 else x.new_empty(0))
 
 
 rms_norm_op.register_autograd(_backward, setup_context=_setup)
@@ -96,9 +141,59 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     return rms_norm_op(x, weight, eps, backend)
 
 
+def rms_norm_backward(grad: Tensor, x: Tensor, weight: Tensor | None = None,
+                      eps: float | None = None, *, backend: str | None = None
+                      ) -> tuple[Tensor, Tensor]:
+    """(dx, dweight) of ``rms_norm(x, weight, eps)`` for the output gradient ``grad``; see
+    the module docstring (dweight is an empty tensor without a weight)."""
+    check_backward(grad, x, weight, eps)
+    if type(grad) in _PLAIN and type(x) in _PLAIN and type(weight) in _WEIGHT \
+            and not (grad.requires_grad or x.requires_grad) \
+            and (weight is None or not weight.requires_grad) and fast_path_open():
+        return dispatch_backward(x.device, x.dtype, (grad, x, weight, eps), backend)
+    return rms_norm_backward_op(grad, x, weight, eps, backend)
+
+
 def _cases(rand, device):
     yield Case("7x96 +weight", (rand(7, 96), rand(96), 1e-6), {})
     yield Case("3x5x33 no weight, odd width", (rand(3, 5, 33),), {})
 
 
+def _backward_cases(rand, device):
+    yield Case("7x96 +weight", (rand(7, 96), rand(7, 96), rand(96), 1e-6), {})
+    yield Case("3x5x33 no weight, odd width", (rand(3, 5, 33), rand(3, 5, 33)), {})
+    yield Case("2x4x5x6 weight over two dims", (rand(2, 4, 5, 6), rand(2, 4, 5, 6),
+                                                rand(5, 6)), {})
+
+
+def backward_oracle(grad, x, weight=None, eps=None):
+    """(dx, dweight) in fp64: autograd of the fp64 forward oracle."""
+    xd = x.detach().double().requires_grad_()
+    wd = weight.detach().double().requires_grad_() if weight is not None else None
+    with torch.enable_grad():
+        y = numerics.rms_norm(xd, wd, eps)
+        inputs = (xd, wd) if wd is not None else (xd,)
+        grads = torch.autograd.grad(y, inputs, grad.double())
+    return grads[0], (grads[1] if wd is not None else xd.new_empty(0))
+
+
+def _backward_error(out, expected, args, kwargs) -> float:
+    """0 when dx and dweight have the op's dtypes and shapes and each is within
+    ``numerics.TOLERANCE`` of its own dtype (normwise, against the fp64 oracle); else the
+    worse error / tolerance (> 1), inf for a dtype or shape mismatch. Normalized as
+    ``scaled_mm``'s: dweight may be fp32 while ``xvendor check`` compares with the
+    tolerance of x's dtype."""
+    grad, x, weight = (tuple(args) + (None,))[:3]
+    dx, dweight = out
+    w_dtype = weight.dtype if weight is not None else x.dtype
+    if dx.dtype != x.dtype or dx.shape != x.shape or dweight.dtype != w_dtype \
+            or dweight.shape != expected[1].shape:
+        return float("inf")
+    ratio = max(numerics.rel_error(dx, expected[0]) / numerics.TOLERANCE[x.dtype],
+                numerics.rel_error(dweight, expected[1]) / numerics.TOLERANCE[w_dtype])
+    return 0.0 if ratio <= 1 else ratio
+
+
 SPEC = define(OpSpec(OP, rms_norm, check, oracle=numerics.rms_norm, cases=_cases))
+BACKWARD_SPEC = define(OpSpec(BWD, rms_norm_backward, check_backward, oracle=backward_oracle,
+                              cases=_backward_cases, error=_backward_error))

@@ -18,9 +18,10 @@ gate identity names the compiled specialization (template, config, majors, bias,
 FlyDSL version), the same key the build cache uses. RMSNorm (``xvendor.rocm.rmsnorm``)
 keys on template, config, dtype, weight dtype, has-weight, residual, ragged rows and the
 version; topk (``xvendor.rocm.topk``) on form (router / radix), config, dtype, largest,
-ragged rows and the version. ``rms_norm_backward`` (dx, dweight) and ``rms_norm_residual``
-(the fused ``rms_norm(x + residual)``) are kernels without an op of their own yet: the
-autograd of ``xvendor.rms_norm`` and a fused op would call them.
+ragged rows and the version; the RMSNorm backward (``xvendor.rms_norm_backward``, which
+``xvendor.rms_norm``'s autograd calls) on template, config, dtypes, has-weight, ragged
+rows and the version. ``rms_norm_residual`` (the fused ``rms_norm(x + residual)``) is a
+kernel without an op of its own yet: a fused op would call it.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str
     if op == "rms_norm":
         cfg = _norm_config(info.arch, args[0], config)
         template, spec = rmsnorm.specialization(args, cfg)
+    elif op == "rms_norm_backward":
+        cfg = _norm_bwd_config(info.arch, config)
+        template, spec = rmsnorm.specialization_backward(args[:3], cfg)
     elif op == "topk":
         cfg = _topk_config(info.arch, args, config)
         template, spec = _topk.specialization(args[:2] + tuple(args[2:4]), cfg, info.arch)
@@ -134,16 +138,27 @@ def rms_norm_backward(grad, x, weight=None, eps=None, *, config=None):
     """(dx, dweight or None) of ``xvendor.rms_norm`` over the last dim (NOTE [rms_norm
     backward] in ``xvendor.rocm.rmsnorm``); ValueError (aten then serves) as the forward."""
     arch = devices.info(x.device).arch
-    cfg = configs.config_from("rms_norm", config) if config else configs.NORM_BWD_DEFAULTS[arch]
+    cfg = _norm_bwd_config(arch, config)
     plan = rmsnorm.plan_backward(grad, x, weight, eps, cfg)
     if x.numel() == 0:
-        return plan.result()
+        return _op_backward_result(plan.result(), x)
     key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
     fn = _built.get(key)
     if fn is None:
         fn = _built[key] = rmsnorm.build_backward(cfg, arch=arch, **plan.spec)[0]
     fn(*plan.args, torch.cuda.current_stream(x.device))
-    return plan.result()
+    return _op_backward_result(plan.result(), x)
+
+
+def _norm_bwd_config(arch: str, config: dict | None) -> configs.NormConfig:
+    return configs.config_from("rms_norm_bwd", config) if config \
+        else configs.NORM_BWD_DEFAULTS[arch]
+
+
+def _op_backward_result(result: tuple, x) -> tuple:
+    """The op's (dx, dweight): an empty dweight without a weight (ops return no None)."""
+    dx, dweight = result
+    return dx, (dweight if dweight is not None else x.new_empty(0))
 
 
 def rms_norm_residual(x, residual, weight=None, eps=None, *, config=None):
@@ -191,4 +206,5 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     return _run(launch.plan_grouped(a, b, offs, bias, out_dtype, cfg), arch, cfg)
 
 
-KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk}
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm,
+           "rms_norm_backward": rms_norm_backward, "topk": topk}

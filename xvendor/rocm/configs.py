@@ -23,8 +23,12 @@ workgroups per CU among the valid configs (bench/RESULTS.md).
 
 RMSNorm (``NormConfig``, ``xvendor.rocm.rmsnorm``) has its own space: ``vec`` elements per
 load, ``rows`` per workgroup (1: the waves share a row; == waves: one wave per row) and
-``waves`` per workgroup. ``TEMPLATES`` stays the GEMM family (its consumers read GEMM
-tiles); ``NORM_TEMPLATES`` / ``ALL_TEMPLATES`` name the rest.
+``waves`` per workgroup; its backward (template ``rms_norm_bwd``) another space of the same
+kind. topk (``TopkConfig``, ``xvendor.rocm.topk``) has one template per form,
+``topk:router`` and ``topk:radix``, each with the configs of its form. ``TEMPLATES`` stays
+the GEMM family (its consumers read GEMM tiles); ``NORM_TEMPLATES``, ``TOPK_TEMPLATES`` and
+``ALL_TEMPLATES`` (what ``xvendor compile --backend flydsl`` and the sweep build) name the
+rest. ``OP_TEMPLATES`` maps each op the backend serves to the templates that run it.
 """
 
 from __future__ import annotations
@@ -36,12 +40,22 @@ TEMPLATES = ("gemm", "grouped_mm")
 # gemm (NN: b row-major) and the other grouped layouts (2Dx3D is the representative).
 # rms_norm: "rms_norm:rows" compiles the several-rows-per-workgroup default (short rows),
 # "rms_norm:fp32w" bf16 activations with fp32 master weights (two loads per weight vector).
+# rms_norm:residual the fused rms_norm(x + residual); rms_norm_bwd:fp32 fp32 tensors,
+# rms_norm_bwd:nw no weight; topk:router:fp32 fp32 router logits, topk:radix:smallest
+# fp16 with largest=False (the reversed key).
 VARIANTS = {"gemm": ("gemm:NN",), "grouped_mm": ("grouped_mm:2Dx2D", "grouped_mm:3Dx3D"),
-            "rms_norm": ("rms_norm:rows", "rms_norm:fp32w")}
+            "rms_norm": ("rms_norm:rows", "rms_norm:fp32w", "rms_norm:residual"),
+            "rms_norm_bwd": ("rms_norm_bwd:fp32", "rms_norm_bwd:nw"),
+            "topk:router": ("topk:router:fp32",), "topk:radix": ("topk:radix:smallest",)}
 TARGETS = ("gfx950", "gfx1250")
 
 
 def base_template(name: str) -> str:
+    """The template a specialization name belongs to ("topk:radix:smallest" ->
+    "topk:radix", "gemm:NN" -> "gemm")."""
+    for t in sorted(ALL_TEMPLATES, key=len, reverse=True):
+        if name == t or name.startswith(t + ":"):
+            return t
     return name.partition(":")[0]
 
 
@@ -121,8 +135,11 @@ class NormConfig:
         return asdict(self)
 
 
-NORM_TEMPLATES = ("rms_norm",)
-ALL_TEMPLATES = TEMPLATES + NORM_TEMPLATES
+NORM_TEMPLATES = ("rms_norm", "rms_norm_bwd")
+TOPK_TEMPLATES = ("topk:router", "topk:radix")
+ALL_TEMPLATES = TEMPLATES + NORM_TEMPLATES + TOPK_TEMPLATES
+OP_TEMPLATES = {"gemm": ("gemm",), "grouped_mm": ("grouped_mm",), "rms_norm": ("rms_norm",),
+                "rms_norm_backward": ("rms_norm_bwd",), "topk": TOPK_TEMPLATES}
 
 
 def _norm_space(rows) -> tuple[NormConfig, ...]:
@@ -167,27 +184,42 @@ def norm_for(arch: str, hidden: int) -> NormConfig:
 
 def config_from(template: str, config: dict):
     """A config of ``template``'s kind from its ``to_dict()``."""
-    kind = NormConfig if base_template(template) in NORM_TEMPLATES else Config
+    base = base_template(template)
+    kind = NormConfig if base in NORM_TEMPLATES else TopkConfig if base in TOPK_TEMPLATES \
+        else Config
     return kind(**{k: config[k] for k in kind.__dataclass_fields__})
 
 
 def default(arch: str, template: str):
-    if base_template(template) in NORM_TEMPLATES:
+    base = base_template(template)
+    if base == "rms_norm_bwd":
+        return NORM_BWD_DEFAULTS[arch]
+    if base in TOPK_TEMPLATES:
+        return TOPK_DEFAULTS[arch][base.partition(":")[2]]
+    if base in NORM_TEMPLATES:
         d = NORM_DEFAULTS[arch]
-        return d.get(template, d[base_template(template)])
-    return DEFAULTS[arch][base_template(template)]
+        return d.get(template, d[base])
+    return DEFAULTS[arch][base]
 
 
-def candidates(arch: str, template: str, which: str = "all") -> tuple[Config, ...]:
+def space(arch: str, template: str) -> tuple:
+    """The config space of ``template`` (a specialization name is its template's)."""
+    base = base_template(template)
+    if base == "rms_norm_bwd":
+        return NORM_BWD_SPACES[arch]
+    if base in TOPK_TEMPLATES:
+        return tuple(c for c in TOPK_SPACES[arch] if c.form == base.partition(":")[2])
+    return NORM_SPACES[arch] if base in NORM_TEMPLATES else SPACES[arch][base]
+
+
+def candidates(arch: str, template: str, which: str = "all") -> tuple:
     """``which="all"``: the space (the default first); ``"default"``: only the default."""
     if arch not in SPACES:
         raise KeyError(f"no FlyDSL config space for {arch!r}; FlyDSL targets {list(SPACES)}")
     d = default(arch, template)
     if which == "default":
         return (d,)
-    base = base_template(template)
-    space = NORM_SPACES[arch] if base in NORM_TEMPLATES else SPACES[arch][base]
-    return (d,) + tuple(c for c in space if c != d)
+    return (d,) + tuple(c for c in space(arch, template) if c != d)
 
 
 # -- RMSNorm backward (``xvendor.rocm.rmsnorm.build_backward``) -------------------------

@@ -35,7 +35,8 @@ Two forms (``TopkConfig.form``; ``configs.topk_for`` picks one per call):
   histograms merged in a second step) is the next form to add, once timing can choose.
 
 NOTE [unverified numerics]: compiled to real gfx950/gfx1250 code objects on a CPU
-(tests/rocm/test_topk.py); never run. The selection logic (keys, radix passes, tie
+(``xvendor.rocm.crosscompile``, templates ``topk:router`` / ``topk:radix``;
+tests/rocm/test_topk.py); never run. The selection logic (keys, radix passes, tie
 rule, rank) is checked on the CPU by running this module's index and key functions with
 torch (``reference_select``) against torch.topk, but the kernels' numerics are unverified
 until they run on the hardware; the correctness gate checks each specialization there.
@@ -461,107 +462,3 @@ def _build_radix(cfg, arch, dtype, largest):
                                            smem=smem, stream=stream)
 
     return launch, smem, threads
-
-
-# -- compiling without a GPU --------------------------------------------------------
-# NOTE [templates outside crosscompile]: ``crosscompile.compile_one`` (the sweep's worker
-# entry) lists the GEMM and RMSNorm-forward templates. The topk templates and the RMSNorm
-# backward and fused-residual templates compile here, with the same steps and the same
-# raw artifacts, through the workers' module entry (toolchain "xvendor.rocm.topk"). It
-# lives in this module, not in rmsnorm, because crosscompile imports rmsnorm: the other
-# way round would be an import cycle. Folding it into crosscompile is the next step.
-
-PROBLEMS = {
-    "topk:router": "bf16 router: x (6, 100) (100 experts: ragged), k 8, largest",
-    "topk:router:fp32": "fp32 router: x (6, 60), k 8, largest",
-    "topk:radix": "bf16 sampling row: x (2, 5003) (ragged), k 50, largest",
-    "topk:radix:smallest": "fp16 sampling row: x (2, 5003), k 50, smallest",
-}
-# the RMSNorm templates compiled here (hidden is a runtime value: one code object serves
-# every row length)
-NORM_PROBLEMS = {
-    "rms_norm:residual": "bf16 fused rms_norm(x + residual): x, residual (6, 100), bf16 weight",
-    "rms_norm_bwd": "bf16 rms_norm backward: grad, x (6, 100), bf16 weight (100,): ragged",
-    "rms_norm_bwd:fp32": "fp32 rms_norm backward: grad, x (6, 100), fp32 weight (100,)",
-    "rms_norm_bwd:nw": "bf16 rms_norm backward without a weight: grad, x (6, 100)",
-}
-
-
-def compile_raw(fn, args, arch: str, *, shared: int, num_warps: int, require) -> dict:
-    """Compile launcher ``fn`` on ``args`` into a real ``arch`` code object, here, and return
-    the raw artifacts ``xvendor.tuning.resources.inspect`` reads (``crosscompile.compile_one``'s
-    steps, for the templates it does not list yet). Run it in a worker process: LLVM
-    errors abort the process (``xvendor.tuning.workers``)."""
-    import hashlib
-    import os
-    import shutil
-    import tempfile
-    import time
-    from pathlib import Path
-
-    from . import crosscompile, linker
-    linker.ensure_linker()
-    dump = Path(tempfile.mkdtemp(prefix="xvendor-flydsl-"))
-    env = {"COMPILE_ONLY": "1", "FLYDSL_GPU_ARCH": arch, "FLYDSL_RUNTIME_ENABLE_CACHE": "0",
-           "FLYDSL_DUMP_IR": "1", "FLYDSL_DUMP_DIR": str(dump)}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        t0 = time.perf_counter()
-        fn(*args)
-        compile_s = time.perf_counter() - t0
-        isa = next(dump.rglob("*_final_isa.s")).read_text()
-        binary = next(dump.rglob("*_gpu_module_to_binary.mlir")).read_text()
-        objs = crosscompile.code_objects(binary)
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        shutil.rmtree(dump, ignore_errors=True)
-    if not objs:
-        raise RuntimeError("the compile produced no code object")
-    for elf in objs:
-        crosscompile.check_code_object(elf, arch)
-    return {"vendor": "amd", "asm": isa, "shared": shared, "num_warps": num_warps,
-            "compile_s": compile_s, "code_object_bytes": len(objs[0]),
-            "code_object_sha256": hashlib.sha256(objs[0]).hexdigest()[:16],
-            "require": list(require), "expects_mma": False}
-
-
-def compile_one(template: str, arch: str, config: dict) -> dict:
-    """The worker entry (``xvendor.tuning.workers``, toolchain "xvendor.rocm.topk"): the
-    backend's own plan of ``PROBLEMS`` / ``NORM_PROBLEMS[template]`` on placeholders."""
-    if template in NORM_PROBLEMS:
-        return _compile_norm(template, arch, config)
-    from .configs import TopkConfig
-    if template not in PROBLEMS:
-        raise KeyError(f"unknown template {template!r}; this module compiles {sorted(PROBLEMS)}")
-    cfg = TopkConfig(**config)
-    dt = {"fp32": torch.float32, "smallest": torch.float16}.get(template.rpartition(":")[2],
-                                                                torch.bfloat16)
-    shape, k = {"topk:router": ((6, 100), 8), "topk:router:fp32": ((6, 60), 8)}.get(
-        template, ((2, 5003), 50))
-    p = plan(torch.zeros(shape, dtype=dt), k, -1, not template.endswith("smallest"), cfg, arch)
-    fn, smem, threads = build(cfg, arch=arch, **p.spec)
-    bits = _rows._BITS[p.spec["dtype"]]
-    width = _rows.piece(cfg.vec, bits) * bits // 8
-    return compile_raw(fn, p.args, arch, shared=smem, num_warps=cfg.waves,
-                       require=(_rows.vector_instrs(arch, width)[0],))
-
-
-def _compile_norm(template: str, arch: str, config: dict) -> dict:
-    """``compile_one`` of the RMSNorm backward / fused-residual templates."""
-    from .configs import config_from
-    cfg = config_from("rms_norm", config)
-    dt = torch.float32 if template.endswith(":fp32") else torch.bfloat16
-    x = torch.zeros(6, 100, dtype=dt)
-    w = None if template.endswith(":nw") else torch.zeros(100, dtype=dt)
-    if template == "rms_norm:residual":
-        p = _rows.plan(x, w, 1e-6, cfg, residual=x)
-        fn, smem, threads = _rows.build(cfg, arch=arch, **p.spec)
-    else:
-        p = _rows.plan_backward(x, x, w, 1e-6, cfg)
-        fn, smem, threads = _rows.build_backward(cfg, arch=arch, **p.spec)
-    bits = _rows._BITS[p.spec["dtype"]]
-    width = _rows.piece(cfg.vec, bits) * bits // 8
-    return compile_raw(fn, p.args, arch, shared=smem, num_warps=cfg.waves,
-                       require=_rows.vector_instrs(arch, width))

@@ -7,6 +7,17 @@ digest is over the canonical JSON of the identity
 (shapes as lists), and reads ``{"version": 1, "identity": ..., "config": {...}}``, whose
 config holds the kernel's constexpr kwargs plus ``num_warps`` / ``waves_per_eu`` /
 ``maxnreg``. The l1 test loads what this writes through FlyDSL's own loader.
+
+What that loader accepts (``flydsl.autotune.Autotuner._load_artifact`` /
+``_decode_artifact_config``, read for 0.3.4.1): any JSON object whose entries are keyword
+arguments of the kernel (ints, floats, strings and bools, each checked against the
+parameter's annotation), none of them a key axis, with integer compiler options. Every
+FlyDSL op xvendor tunes fits it: the GEMM family's tiles, RMSNorm's and its backward's
+``vec``/``rows``/``waves``, topk's ``form`` (a string)/``vec``/``waves``/``k_max``; nothing
+is refused for its shape. The key axes are the problem key's: ``M``, ``N``, ``K``, ``G``,
+``dtype``, ``layout``; for rms_norm and rms_norm_backward M is the rows and N the hidden
+size (K = G = 0), for topk M the rows, N the row length and K the k (layout "rows",
+``xvendor.rocm.tunable.problem_key``).
 """
 
 from __future__ import annotations
