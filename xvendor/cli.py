@@ -1,4 +1,5 @@
-"""xvendor's command line: check (the main job), info, explain, compile, tune, ci, run, fr, demo.
+"""xvendor's command line: check (the main job), info, explain, compile, tune, port, ci, run,
+coordinator, fr, demo.
 
 ``xvendor check`` prints the devices, the dispatch table (op x device -> backend and why,
 for the present devices and, as a dry run, for the archs xvendor targets), runs every op
@@ -246,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .tuning import compile_cli, tune_cli  # light: toolchains load only when used
     compile_cli.add_parser(sub)
     tune_cli.add_parser(sub)
+    from .port import cli as port_cli  # xvendor port FILE.cu ...
+    port_cli.add_parser(sub)
     return p
 
 

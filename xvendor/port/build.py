@@ -1,0 +1,147 @@
+"""Translate a file and compile the result with SYCL RTC, giving every kernel its verdict.
+
+Compilation goes through ``xvendor.xpu.runtime.build`` (the shim, its caches and the
+OpenCL CPU device): the whole translation is built once; when it fails, the compiler's
+error lines are mapped back to the kernels whose code (or device functions) they fall in,
+those kernels get ``compile_error: <log>`` and are left out, and the rest is built again
+(at most ``MAX_ROUNDS`` times, after which every remaining kernel carries the log).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import parse, translate as tr
+
+__all__ = ["translate_file", "compile_translation", "includes", "BuildResult", "MAX_ROUNDS"]
+
+MAX_ROUNDS = 4
+INCLUDE_DIR = Path(__file__).with_name("include")
+
+
+def includes() -> dict:
+    """The virtual include files of a port build: the compat header and the xpu kernels'
+    common header it builds on (16-bit storage types, the kernel macro)."""
+    from xvendor.xpu import runtime
+    files = {p.name: p.read_text() for p in INCLUDE_DIR.glob("*.h")}
+    files["xv_kernel_common.h"] = (runtime.kernels_dir() / "xv_kernel_common.h").read_text()
+    return files
+
+
+def translate_file(path, *, warp: str = "32", instantiate=None, kernels=None, exclude=None,
+                   progress=None):
+    """Parse and translate ``path``; returns a ``translate.Translation``."""
+    unit = parse.parse_file(path)
+    return tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels, exclude=exclude,
+                        progress=progress)
+
+
+@dataclass
+class BuildResult:
+    translation: object  # the final Translation (failing kernels left out)
+    program: object  # xvendor.xpu.runtime.Program, or None when nothing compiled
+    seconds: float
+    rounds: int
+
+
+# errors in the translated source itself (RTC names it rtc_<n>.cpp), and the notes that lead
+# an error inside a header back to the line of the source that caused it
+_ERR = re.compile(r"^(?:\./)?rtc_\d+\.cpp:(\d+):\d+: (?:(?:fatal )?error:|note: in instantiation|"
+                  r"note: .*requested here)", re.M)
+_MARK = re.compile(r"/\*@xv:kernel:(\w+)\*/|/\*@xv:end\*/")
+
+
+def _kernel_lines(source: str) -> list:
+    """[(first line, last line, kernel name)] of each kernel's text in the SYCL source."""
+    spans, cur = [], None
+    for m in _MARK.finditer(source):
+        line = source.count("\n", 0, m.start()) + 1
+        if m.group(1):
+            cur = (line, m.group(1))
+        elif cur:
+            spans.append((cur[0], line, cur[1]))
+            cur = None
+    return spans
+
+
+def _blame(translation, log: str) -> dict:
+    """Kernel name -> log for the kernels the errors fall in (all ok ones if none do)."""
+    lines = [int(x) for x in _ERR.findall(log)]
+    spans = _kernel_lines(translation.source)
+    ok = [k.name for k in translation.kernels if k.status == "ok" and k.instantiations]
+    hit = {name for ln in lines for a, b, name in spans if a <= ln <= b}
+    if not hit:
+        # an error outside every kernel (a device function or a type): the kernels that
+        # reach the failing function, by name; else every kernel
+        src_lines = translation.source.splitlines()
+        names = set()
+        for ln in lines:
+            names |= _enclosing_function(src_lines, ln)
+        unit = translation.unit
+        for k in ok:
+            fn = unit.function(k, "kernel")
+            if fn is not None and names & {f.name for f in tr._reachable(unit, fn)}:
+                hit.add(k)
+        devices = {f.name for f in unit.functions if f.kind == "device"}
+        if hit:  # the failing device functions go too (they break every kernel otherwise)
+            return {**{k: log for k in hit}, **{f"device:{d}": log for d in names & devices}}
+    return {k: log for k in (hit or ok)}
+
+
+def _enclosing_function(src_lines, line) -> set:
+    for i in range(min(line, len(src_lines)) - 1, -1, -1):
+        m = re.match(r"^\s*(?:template\s*<.*>\s*)?(?:[\w:<>,*&\s]+?)\b(\w+)\s*\(", src_lines[i])
+        if m and not src_lines[i].startswith((" ", "\t")):
+            return {m.group(1)}
+    return set()
+
+
+def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queue=None,
+                        progress=None) -> BuildResult:
+    """Translate ``path`` and build it, leaving out kernels that fail (``compile_error``);
+    ``progress(kernel name)`` is called as each kernel is translated."""
+    from xvendor.xpu import runtime
+    queue = queue or runtime.cpu_queue()
+    unit = parse.parse_file(path)
+    exclude, drop, t0, rounds = {}, {}, time.perf_counter(), 0
+    while True:
+        rounds += 1
+        t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels, exclude=exclude,
+                         drop_devices=drop, progress=progress if rounds == 1 else None)
+        if not any(k.status == "ok" and k.instantiations for k in t.kernels):
+            return BuildResult(t, None, time.perf_counter() - t0, rounds)
+        try:
+            prog = runtime.build(t.source, label=f"{unit.path} (translated)", queue=queue,
+                                 includes=includes())
+            return BuildResult(t, prog, time.perf_counter() - t0, rounds)
+        except runtime.CompileError as e:
+            blamed = _blame(t, e.log) if rounds < MAX_ROUNDS else {
+                k.name: e.log for k in t.kernels if k.status == "ok" and k.instantiations}
+            spans = _kernel_lines(t.source)
+            for name, log in blamed.items():
+                if name.startswith("device:"):
+                    drop[name[len("device:"):]] = _excerpt(log, [])
+                else:
+                    exclude[name] = ("compile_error", _excerpt(log, [(a, b) for a, b, n in spans if n == name]))
+            if rounds >= MAX_ROUNDS:
+                t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
+                                 exclude=exclude, drop_devices=drop)
+                return BuildResult(t, None, time.perf_counter() - t0, rounds)
+
+
+def _excerpt(log: str, spans: list, limit: int = 4000) -> str:
+    """The compiler's errors that fall in ``spans`` (the kernel's lines; all errors when
+    none does), each with the lines that follow it, at most ``limit`` characters."""
+    out, keep = [], False
+    for ln in log.splitlines():
+        m = _ERR.match(ln)
+        if m:
+            line = int(m.group(1))
+            keep = not spans or any(a <= line <= b for a, b in spans)
+        if keep:
+            out.append(ln)
+    text = "\n".join(out) or "\n".join(ln for ln in log.splitlines() if "error" in ln) or log
+    return text[:limit]

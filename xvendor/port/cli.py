@@ -1,0 +1,111 @@
+"""`xvendor port FILE.cu`: translate CUDA kernels to SYCL free functions, per-kernel verdicts.
+
+Writes DIR/<stem>.sycl.cpp (the kernels; build it with the compat header in
+xvendor/port/include), DIR/<stem>.py (the host launchers as Python) and DIR/<stem>.json
+(``{"kernels": [{"name", "status", "reason", "lints", "instantiations", "sycl_name"}]}``).
+Exit status: 0 when every kernel is ok, 1 when some are not (each listed on stderr with
+its reason), 2 on a usage or parse error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["add_arguments", "add_parser", "main"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a CUDA source (.cu / .cuh)")
+    p.add_argument("-o", "--output", default=".", help="directory for the outputs (default: .)")
+    p.add_argument("--kernel", action="append", default=[], metavar="NAME",
+                   help="translate only this kernel (repeatable)")
+    p.add_argument("--instantiate", action="append", default=[], metavar="'name<T,...>'",
+                   help="also instantiate a template kernel so (repeatable)")
+    p.add_argument("--warp", choices=("32", "native"), default="32",
+                   help="32 (default): warps are 32-wide sub-groups; native: the device's width")
+    p.add_argument("--compile", action="store_true",
+                   help="build with SYCL RTC on the CPU device; compile errors per kernel")
+    p.add_argument("--check", metavar="REF.py",
+                   help="run each kernel against REF.py's reference (implies --compile)")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("port", help="translate CUDA kernels to SYCL free-function kernels",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    p.set_defaults(fn=lambda args: run(args))
+    return p
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="xvendor port", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    try:
+        args = p.parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as e:  # argparse exits 2 on a usage error; keep 0 for --help
+        return int(e.code or 0)
+    return run(args)
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from . import build, parse, pylaunch
+    err = Console(stderr=True)
+    src = Path(args.file)
+    out = Path(args.output)
+    try:
+        if not src.is_file():
+            raise parse.ParseError(f"{src}: no such file")
+        out.mkdir(parents=True, exist_ok=True)
+        unit = parse.parse_file(src)
+        n_kernels = len(unit.kernels)
+        with Progress(console=err, transient=True, disable=n_kernels < 8) as bar:
+            task = bar.add_task("translating", total=n_kernels)
+            step = lambda name: bar.update(task, advance=1, description=f"translating {name}")  # noqa: E731
+            if args.compile or args.check:
+                res = build.compile_translation(src, warp=args.warp, instantiate=args.instantiate,
+                                                kernels=args.kernel or None, progress=step)
+                t = res.translation
+            else:
+                res, t = None, build.translate_file(src, warp=args.warp, instantiate=args.instantiate,
+                                                    kernels=args.kernel or None, progress=step)
+    except (parse.ParseError, ValueError, OSError, ImportError) as e:
+        err.print(f"xvendor port: {e}", markup=False)
+        return 2
+    missing = set(args.kernel) - {k.name for k in t.kernels}
+    if missing:
+        err.print(f"xvendor port: no kernel named {sorted(missing)} in {src}", markup=False)
+        return 2
+    stem = src.name.split(".")[0]
+    (out / f"{stem}.sycl.cpp").write_text(t.source)
+    for name, text in build.includes().items():  # the headers the .sycl.cpp includes
+        (out / name).write_text(text)
+    (out / f"{stem}.py").write_text(pylaunch.launchers(unit))
+    report = t.as_json()
+    bad = [k for k in t.kernels if k.status != "ok"]
+    if args.check and res is not None and res.program is not None:
+        from . import verify as check_mod
+        from .launch import Module
+        reference, cases = check_mod.load_reference(args.check)
+        mod = Module(str(src), res, args.warp, tuple(args.instantiate), args.kernel or None)
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("checking", total=sum(len(c.blocks) for c in cases))
+            rows = check_mod.check(mod, reference, cases, progress=lambda: bar.advance(task))
+        check_mod.print_table(rows, Console())
+        report["check"] = [r.__dict__ for r in rows]
+        bad += [r for r in rows if not r.ok]
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    for k in t.kernels:
+        if k.status != "ok":
+            err.print(f"{src}:{k.line}: {k.name}: {k.status}: {k.reason.splitlines()[0] if k.reason else ''}",
+                      markup=False, soft_wrap=True)
+        for lint in k.lints:
+            err.print(f"{src}: {k.name}: lint: {lint}", markup=False, soft_wrap=True)
+    ok = sum(k.status == "ok" for k in t.kernels)
+    err.print(f"{ok}/{len(t.kernels)} kernels ok -> {out / (stem + '.sycl.cpp')}", markup=False)
+    return 1 if bad else 0

@@ -1,0 +1,412 @@
+// xvendor_cuda_compat.h: CUDA's kernel language on top of SYCL free-function kernels.
+//
+// `xvendor port` keeps the user's kernel bodies as written and includes this header, which
+// gives the CUDA names their CUDA meaning on a SYCL device. Only what a header cannot do is
+// rewritten in the source (kernels become extern "C" wrappers, __shared__ declarations
+// become work_group_static, CUDA includes and host code are dropped).
+//
+//   threadIdx/blockIdx/blockDim/gridDim  -> the nd_item<3>, dimensions reversed (x = dim 2)
+//   __syncthreads / __syncwarp           -> group_barrier on the work-group / sub-group
+//   __shfl_*_sync, __ballot/any/all_sync -> sub-group permutes and reductions, with CUDA's
+//                                           `width` segments; warps are 32-wide sub-groups
+//                                           (the translator forces reqd_sub_group_size(32))
+//   atomicAdd/Sub/Max/Min/CAS/Exch/Inc/Dec/And/Or/Xor -> sycl::atomic_ref (device scope);
+//                                           16-bit types through a CAS loop on the 32-bit word
+//   __half / __nv_bfloat16               -> sycl::half / a 16-bit storage struct with RNE
+//                                           conversions (the oneAPI bfloat16 class crashes
+//                                           run-time compilation on the CPU device)
+//   float4, int2, ... make_float4        -> aligned structs, so 128-bit packed loads keep
+//                                           their alignment
+//   cooperative_groups                   -> thread_block, thread_block_tile<N>, reduce
+//
+// Written here rather than taken from dpct/SYCLCompat: that library is deprecated and
+// removed from oneAPI, and its warp helpers assume the device's own sub-group size.
+#pragma once
+
+#include "xv_kernel_common.h"
+
+#include <sycl/atomic_fence.hpp>
+#include <sycl/atomic_ref.hpp>
+#include <sycl/builtins.hpp>
+#include <sycl/group_algorithm.hpp>
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) alignas(n)
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __ldg(p) (*(p))
+#define __ldcs(p) (*(p))
+#define __ldcg(p) (*(p))
+#define __stcs(p, v) (*(p) = (v))
+#define __stcg(p, v) (*(p) = (v))
+#define CUDART_INF_F INFINITY
+#define CUDART_NAN_F NAN
+
+namespace xvc {
+
+using uint = unsigned int;
+
+struct dim3_ {
+  unsigned int x, y, z;
+};
+
+inline sycl::nd_item<3> item() { return sycl::ext::oneapi::this_work_item::get_nd_item<3>(); }
+inline sycl::sub_group warp() { return item().get_sub_group(); }
+inline dim3_ thread_idx() {
+  auto it = item();
+  return {uint(it.get_local_id(2)), uint(it.get_local_id(1)), uint(it.get_local_id(0))};
+}
+inline dim3_ block_idx() {
+  auto it = item();
+  return {uint(it.get_group(2)), uint(it.get_group(1)), uint(it.get_group(0))};
+}
+inline dim3_ block_dim() {
+  auto it = item();
+  return {uint(it.get_local_range(2)), uint(it.get_local_range(1)), uint(it.get_local_range(0))};
+}
+inline dim3_ grid_dim() {
+  auto it = item();
+  return {uint(it.get_group_range(2)), uint(it.get_group_range(1)), uint(it.get_group_range(0))};
+}
+inline int lane_id() { return int(warp().get_local_linear_id()); }
+inline int warp_size() { return int(warp().get_max_local_range()[0]); }
+
+// Dynamic shared memory (`extern __shared__`): the launcher hands each work-group its slice
+// of a scratch buffer; the kernel wrapper stores the slice's address here once.
+inline syclex::work_group_static<char *> dyn_smem_base;
+inline void set_dyn_smem(char *scratch, int64_t bytes_per_group) {
+  auto it = item();
+  if (it.get_local_linear_id() == 0)
+    dyn_smem_base = scratch + int64_t(it.get_group_linear_id()) * bytes_per_group;
+  sycl::group_barrier(it.get_group());
+}
+inline char *dyn_smem() { return dyn_smem_base; }
+
+}  // namespace xvc
+
+#define threadIdx (::xvc::thread_idx())
+#define blockIdx (::xvc::block_idx())
+#define blockDim (::xvc::block_dim())
+#define gridDim (::xvc::grid_dim())
+#define warpSize (::xvc::warp_size())
+
+struct dim3 {
+  unsigned int x = 1, y = 1, z = 1;
+  dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// ----------------------------------------------------------------------------- barriers
+inline void __syncthreads() { sycl::group_barrier(xvc::item().get_group()); }
+inline int __syncthreads_count(int p) {
+  return sycl::reduce_over_group(xvc::item().get_group(), p ? 1 : 0, sycl::plus<int>());
+}
+inline int __syncthreads_or(int p) { return sycl::any_of_group(xvc::item().get_group(), p != 0); }
+inline int __syncthreads_and(int p) { return sycl::all_of_group(xvc::item().get_group(), p != 0); }
+inline void __syncwarp(unsigned = 0xffffffffu) { sycl::group_barrier(xvc::warp()); }
+inline void __threadfence() { sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::device); }
+inline void __threadfence_block() {
+  sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::work_group);
+}
+
+// ----------------------------------------------------------------------------- 16-bit types
+using __half = sycl::half;
+using half = sycl::half;
+
+// __nv_bfloat16: xv::bf16's storage bits with CUDA's implicit conversions and arithmetic.
+struct __nv_bfloat16 {
+  uint16_t __x;
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float f) : __x(xv::from_f32<xv::bf16>(f).bits) {}
+  __nv_bfloat16(double f) : __nv_bfloat16(float(f)) {}
+  __nv_bfloat16(int f) : __nv_bfloat16(float(f)) {}
+  operator float() const { return xv::to_f32(xv::bf16{__x}); }
+};
+using nv_bfloat16 = __nv_bfloat16;
+#define XVC_BF16_OP(op)                                                               \
+  inline __nv_bfloat16 operator op(__nv_bfloat16 a, __nv_bfloat16 b) {                \
+    return __nv_bfloat16(float(a) op float(b));                                       \
+  }                                                                                   \
+  inline __nv_bfloat16 &operator op##=(__nv_bfloat16 &a, __nv_bfloat16 b) {           \
+    return a = a op b;                                                                \
+  }
+XVC_BF16_OP(+) XVC_BF16_OP(-) XVC_BF16_OP(*) XVC_BF16_OP(/)
+#undef XVC_BF16_OP
+
+inline float __bfloat162float(__nv_bfloat16 x) { return float(x); }
+inline __nv_bfloat16 __float2bfloat16(float x) { return __nv_bfloat16(x); }
+inline __nv_bfloat16 __float2bfloat16_rn(float x) { return __nv_bfloat16(x); }
+inline float __half2float(__half x) { return float(x); }
+inline __half __float2half(float x) { return __half(x); }
+inline __half __float2half_rn(float x) { return __half(x); }
+
+// ----------------------------------------------------------------------------- vector types
+#define XVC_VEC2(T, N, A) struct alignas(A) N##2 { T x, y; }; \
+  inline N##2 make_##N##2(T x, T y) { return {x, y}; }
+#define XVC_VEC4(T, N, A) struct alignas(A) N##4 { T x, y, z, w; }; \
+  inline N##4 make_##N##4(T x, T y, T z, T w) { return {x, y, z, w}; }
+XVC_VEC2(float, float, 8) XVC_VEC4(float, float, 16)
+XVC_VEC2(int, int, 8) XVC_VEC4(int, int, 16)
+XVC_VEC2(unsigned int, uint, 8) XVC_VEC4(unsigned int, uint, 16)
+XVC_VEC2(double, double, 16) XVC_VEC4(double, double, 16)
+XVC_VEC2(long long, longlong, 16)
+#undef XVC_VEC2
+#undef XVC_VEC4
+struct float3 { float x, y, z; };
+inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
+struct int3 { int x, y, z; };
+inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
+struct uint3 { unsigned int x, y, z; };
+struct alignas(4) __half2 { __half x, y; };
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+using half2 = __half2;
+using nv_bfloat162 = __nv_bfloat162;
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) { __nv_bfloat16 r; r.__x = b; return r; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.__x; }
+inline __half __ushort_as_half(unsigned short b) { return sycl::bit_cast<__half>(b); }
+inline unsigned short __half_as_ushort(__half x) { return sycl::bit_cast<unsigned short>(x); }
+inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
+inline __half2 __halves2half2(__half a, __half b) { return {a, b}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {a, b}; }
+inline __half2 __floats2half2_rn(float a, float b) { return {__half(a), __half(b)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 v) { return {float(v.x), float(v.y)}; }
+inline float2 __half22float2(__half2 v) { return {float(v.x), float(v.y)}; }
+inline float __low2float(__nv_bfloat162 v) { return float(v.x); }
+inline float __high2float(__nv_bfloat162 v) { return float(v.y); }
+inline __nv_bfloat162 operator+(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.x + b.x, a.y + b.y}; }
+inline __half2 operator+(__half2 a, __half2 b) { return {__half(a.x + b.x), __half(a.y + b.y)}; }
+inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return a + b; }
+inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
+inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
+inline __half __hadd(__half a, __half b) { return a + b; }
+inline __half __hmul(__half a, __half b) { return a * b; }
+
+// ----------------------------------------------------------------------------- math
+// std math (expf, tanhf, ...) builds for the device as is; these are CUDA's own names.
+inline float rsqrtf(float x) { return sycl::rsqrt(x); }
+inline double rsqrt(double x) { return sycl::rsqrt(x); }
+inline float __expf(float x) { return sycl::native::exp(x); }
+inline float __logf(float x) { return sycl::native::log(x); }
+inline float __log2f(float x) { return sycl::native::log2(x); }
+inline float __sinf(float x) { return sycl::native::sin(x); }
+inline float __cosf(float x) { return sycl::native::cos(x); }
+inline float __tanf(float x) { return sycl::native::tan(x); }
+inline float __powf(float x, float y) { return sycl::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sycl::sqrt(x); }
+inline float __saturatef(float x) { return sycl::clamp(x, 0.0f, 1.0f); }
+inline float __fmaf_rn(float a, float b, float c) { return sycl::fma(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float exp10f(float x) { return sycl::exp10(x); }
+inline float __exp10f(float x) { return sycl::exp10(x); }
+inline int __float2int_rn(float x) { return int(sycl::rint(x)); }
+inline int __float2int_rz(float x) { return int(x); }
+inline float __int2float_rn(int x) { return float(x); }
+inline int __float_as_int(float x) { return sycl::bit_cast<int>(x); }
+inline unsigned __float_as_uint(float x) { return sycl::bit_cast<unsigned>(x); }
+inline float __int_as_float(int x) { return sycl::bit_cast<float>(x); }
+inline float __uint_as_float(unsigned x) { return sycl::bit_cast<float>(x); }
+inline int __popc(unsigned x) { return int(sycl::popcount(x)); }
+inline int __popcll(unsigned long long x) { return int(sycl::popcount(x)); }
+inline int __clz(int x) { return int(sycl::clz(x)); }
+inline int __ffs(int x) { return x ? int(sycl::ctz(unsigned(x))) + 1 : 0; }
+inline unsigned __brev(unsigned x) {
+  unsigned r = 0;
+  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+  return r;
+}
+// CUDA's global min/max overloads (device code calls them unqualified).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return sycl::fmin(a, b); }
+inline float max(float a, float b) { return sycl::fmax(a, b); }
+inline double min(double a, double b) { return sycl::fmin(a, b); }
+inline double max(double a, double b) { return sycl::fmax(a, b); }
+// mixed types (min(int, unsigned), min(float, int)): CUDA converts to the common type
+template <class A, class B> inline std::common_type_t<A, B> min(A a, B b) {
+  const std::common_type_t<A, B> x = a, y = b;
+  return y < x ? y : x;
+}
+template <class A, class B> inline std::common_type_t<A, B> max(A a, B b) {
+  const std::common_type_t<A, B> x = a, y = b;
+  return x < y ? y : x;
+}
+
+// ----------------------------------------------------------------------------- warps
+namespace xvc {
+template <class T> inline T shfl_idx(T v, int src) {
+  return sycl::select_from_group(warp(), v, static_cast<unsigned>(src) & 31u);
+}
+}  // namespace xvc
+
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  const int lane = xvc::lane_id();
+  return xvc::shfl_idx(v, (lane / width) * width + (src % width));
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+  const int lane = xvc::lane_id(), src = lane ^ mask;
+  const bool inside = src / width == lane / width;  // CUDA: outside the segment -> own value
+  T got = xvc::shfl_idx(v, inside ? src : lane);
+  return got;
+}
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int lane = xvc::lane_id(), src = lane + int(delta);
+  const bool inside = (lane % width) + int(delta) < width;
+  return xvc::shfl_idx(v, inside ? src : lane);
+}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int lane = xvc::lane_id(), src = lane - int(delta);
+  const bool inside = (lane % width) >= int(delta);
+  return xvc::shfl_idx(v, inside ? src : lane);
+}
+inline unsigned __ballot_sync(unsigned, int pred) {
+  const unsigned bit = pred ? (1u << (xvc::lane_id() & 31)) : 0u;
+  return sycl::reduce_over_group(xvc::warp(), bit, sycl::bit_or<unsigned>());
+}
+inline int __any_sync(unsigned, int pred) { return sycl::any_of_group(xvc::warp(), pred != 0); }
+inline int __all_sync(unsigned, int pred) { return sycl::all_of_group(xvc::warp(), pred != 0); }
+inline unsigned __activemask() { return 0xffffffffu; }
+
+// ----------------------------------------------------------------------------- atomics
+namespace xvc {
+template <class T>
+using atom = sycl::atomic_ref<T, sycl::memory_order::relaxed, sycl::memory_scope::device,
+                              sycl::access::address_space::generic_space>;
+// 16-bit types: a CAS loop on the aligned 32-bit word that holds the value.
+template <class T, class F> inline T cas16(T *addr, F update) {
+  auto word = reinterpret_cast<uintptr_t>(addr);
+  auto *base = reinterpret_cast<uint32_t *>(word & ~uintptr_t(3));
+  const unsigned shift = (word & 2) ? 16u : 0u;
+  atom<uint32_t> a(*base);
+  uint32_t old = a.load(), next;
+  T prev;
+  do {
+    const uint16_t bits = uint16_t(old >> shift);
+    prev = sycl::bit_cast<T>(bits);
+    const uint16_t nb = sycl::bit_cast<uint16_t>(update(prev));
+    next = (old & ~(0xffffu << shift)) | (uint32_t(nb) << shift);
+  } while (!a.compare_exchange_strong(old, next));
+  return prev;
+}
+}  // namespace xvc
+
+template <class T> inline T atomicAdd(T *p, T v) { return xvc::atom<T>(*p).fetch_add(v); }
+inline __half atomicAdd(__half *p, __half v) {
+  return xvc::cas16(p, [&](__half o) { return __half(float(o) + float(v)); });
+}
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16 *p, __nv_bfloat16 v) {
+  return xvc::cas16(p, [&](__nv_bfloat16 o) { return __nv_bfloat16(float(o) + float(v)); });
+}
+// Two 16-bit values in one 32-bit word: one CAS on the word (CUDA's atomicAdd(__half2*)).
+template <class V, class F> inline V xvc_cas32(V *addr, F update) {
+  xvc::atom<uint32_t> a(*reinterpret_cast<uint32_t *>(addr));
+  uint32_t old = a.load();
+  V prev;
+  do {
+    prev = sycl::bit_cast<V>(old);
+  } while (!a.compare_exchange_strong(old, sycl::bit_cast<uint32_t>(update(prev))));
+  return prev;
+}
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162 *p, __nv_bfloat162 v) {
+  return xvc_cas32(p, [&](__nv_bfloat162 o) { return o + v; });
+}
+inline __half2 atomicAdd(__half2 *p, __half2 v) {
+  return xvc_cas32(p, [&](__half2 o) { return o + v; });
+}
+template <class T> inline T atomicSub(T *p, T v) { return xvc::atom<T>(*p).fetch_sub(v); }
+template <class T> inline T atomicMax(T *p, T v) { return xvc::atom<T>(*p).fetch_max(v); }
+template <class T> inline T atomicMin(T *p, T v) { return xvc::atom<T>(*p).fetch_min(v); }
+template <class T> inline T atomicAnd(T *p, T v) { return xvc::atom<T>(*p).fetch_and(v); }
+template <class T> inline T atomicOr(T *p, T v) { return xvc::atom<T>(*p).fetch_or(v); }
+template <class T> inline T atomicXor(T *p, T v) { return xvc::atom<T>(*p).fetch_xor(v); }
+template <class T> inline T atomicExch(T *p, T v) { return xvc::atom<T>(*p).exchange(v); }
+template <class T> inline T atomicCAS(T *p, T expected, T desired) {
+  xvc::atom<T>(*p).compare_exchange_strong(expected, desired);
+  return expected;  // the value seen, as CUDA returns
+}
+inline unsigned atomicInc(unsigned *p, unsigned limit) {  // old >= limit ? 0 : old + 1
+  xvc::atom<unsigned> a(*p);
+  unsigned old = a.load();
+  while (!a.compare_exchange_strong(old, old >= limit ? 0u : old + 1u)) {
+  }
+  return old;
+}
+inline unsigned atomicDec(unsigned *p, unsigned limit) {  // (old == 0 || old > limit) ? limit : old - 1
+  xvc::atom<unsigned> a(*p);
+  unsigned old = a.load();
+  while (!a.compare_exchange_strong(old, (old == 0u || old > limit) ? limit : old - 1u)) {
+  }
+  return old;
+}
+// CUDA's typed overloads that a template would not deduce (int literal with an unsigned*).
+inline unsigned atomicAdd(unsigned *p, int v) { return atomicAdd<unsigned>(p, unsigned(v)); }
+inline unsigned long long atomicAdd(unsigned long long *p, int v) {
+  return atomicAdd<unsigned long long>(p, (unsigned long long)v);
+}
+inline float atomicAdd(float *p, double v) { return atomicAdd<float>(p, float(v)); }
+inline int atomicAdd(int *p, unsigned v) { return atomicAdd<int>(p, int(v)); }
+
+// ----------------------------------------------------------------------------- cooperative groups
+namespace cooperative_groups {
+struct thread_block {
+  void sync() const { __syncthreads(); }
+  unsigned thread_rank() const { return unsigned(xvc::item().get_local_linear_id()); }
+  unsigned size() const { return unsigned(xvc::item().get_local_range().size()); }
+  unsigned num_threads() const { return size(); }
+  xvc::dim3_ group_index() const { return xvc::block_idx(); }
+  xvc::dim3_ thread_index() const { return xvc::thread_idx(); }
+  xvc::dim3_ group_dim() const { return xvc::block_dim(); }
+};
+inline thread_block this_thread_block() { return {}; }
+
+// A tile of N consecutive threads; N <= 32 lies inside one 32-wide sub-group.
+template <unsigned N> struct thread_block_tile {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tile size must be a power of 2 <= 32");
+  void sync() const { sycl::group_barrier(xvc::warp()); }
+  unsigned thread_rank() const { return unsigned(xvc::lane_id()) % N; }
+  static constexpr unsigned size() { return N; }
+  static constexpr unsigned num_threads() { return N; }
+  unsigned meta_group_rank() const { return unsigned(xvc::item().get_local_linear_id()) / N; }
+  unsigned meta_group_size() const {
+    return unsigned((xvc::item().get_local_range().size() + N - 1) / N);
+  }
+  template <class T> T shfl(T v, int src) const { return __shfl_sync(~0u, v, src, N); }
+  template <class T> T shfl_down(T v, unsigned d) const { return __shfl_down_sync(~0u, v, d, N); }
+  template <class T> T shfl_up(T v, unsigned d) const { return __shfl_up_sync(~0u, v, d, N); }
+  template <class T> T shfl_xor(T v, int m) const { return __shfl_xor_sync(~0u, v, m, N); }
+  bool any(int p) const { return __any_sync(~0u, p); }
+  bool all(int p) const { return __all_sync(~0u, p); }
+  unsigned ballot(int p) const { return __ballot_sync(~0u, p); }
+};
+template <unsigned N, class G> inline thread_block_tile<N> tiled_partition(const G &) { return {}; }
+
+template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
+template <class T> struct less { T operator()(T a, T b) const { return a < b ? a : b; } };
+template <class T> struct greater { T operator()(T a, T b) const { return a > b ? a : b; } };
+template <class T> struct bit_and { T operator()(T a, T b) const { return a & b; } };
+template <class T> struct bit_or { T operator()(T a, T b) const { return a | b; } };
+template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b; } };
+
+// Butterfly reduction inside the tile: every thread gets the result, as cg::reduce gives.
+template <unsigned N, class T, class Op>
+inline T reduce(const thread_block_tile<N> &tile, T v, Op op) {
+  for (unsigned m = N / 2; m > 0; m /= 2) v = op(v, tile.shfl_xor(v, int(m)));
+  return v;
+}
+}  // namespace cooperative_groups

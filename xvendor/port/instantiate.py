@@ -1,0 +1,193 @@
+"""Template instantiations of a kernel: from launch sites, argument types, requests.
+
+- explicit launch-site arguments (``k<float, 4><<<...>>>``) when they are constants there;
+- deduced from the launch's arguments: a ``T*`` parameter against the declared type of the
+  host variable passed, following a host template's own callers (up to 3 levels);
+- ``--instantiate 'k<...>'`` / ``mod["k<...>"]``.
+
+A launch whose template argument is a host variable gives none; when that variable is also
+the launch's block size (``k<bs><<<grid, bs>>>``), the kernel is *block-bound* and ``load()``
+instantiates it per block size at launch.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .parse import node_text, split_template_args, walk
+
+__all__ = ["instantiations", "block_bound"]
+
+
+def instantiations(unit, fn, typedefs, extra) -> list:
+    """Template argument lists for kernel ``fn``: launch sites, deduction, ``extra``."""
+    out = []
+
+    def add(args):
+        if args and len(args) == len(fn.template_params) and args not in out:
+            out.append(args)
+    for launch in unit.launches:
+        if launch.kernel != fn.name:
+            continue
+        if launch.template_args is not None:
+            for args in _through_host_templates(unit, launch):
+                add(args)
+        else:
+            for args in _deduce(unit, fn, launch):
+                add(args)
+    for e in extra:
+        add(e)
+    return out
+
+
+def block_bound(unit, fn) -> bool:
+    """``k<bs><<<grid, bs>>>``: one non-type template parameter, given at every launch site
+    as the very expression that is the block size."""
+    sites = [l for l in unit.launches if l.kernel == fn.name and l.template_args]
+    return (len(fn.template_params) == 1 and fn.template_params[0][0] == "value" and bool(sites)
+            and all(len(l.config) >= 2 and l.template_args[0].replace(" ", "") ==
+                    l.config[1].replace(" ", "") for l in sites))
+
+
+def _through_host_templates(unit, launch) -> list:
+    """The launch's template arguments when they are constants there; an argument that is
+    the enclosing host template's own parameter takes each value that host template's
+    callers give it explicitly (``launcher<matmul_naive>(...)``)."""
+    host = unit.function(launch.host)
+    own = [t for _, t in host.template_params] if host is not None else []
+    if not any(a.strip() in own for a in launch.template_args):
+        return [] if _runtime_values(unit, launch) else [list(launch.template_args)]
+    out = []
+    for caller in unit.functions:
+        for n in walk(caller.node):
+            f = n.child_by_field_name("function") if n.type == "call_expression" else None
+            if f is None or f.type != "template_function" or \
+                    node_text(unit.source, f.child_by_field_name("name")) != host.name:
+                continue
+            given = split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
+            if len(given) != len(own):
+                continue
+            sub = dict(zip(own, given))
+            out.append([sub.get(a.strip(), a) for a in launch.template_args])
+    return out
+
+
+def _runtime_values(unit, launch) -> bool:
+    """A launch-site template argument names a host variable or parameter (its value is
+    only known when the host code runs), so the site gives no instantiation."""
+    host = unit.function(launch.host)
+    if host is None:
+        return False
+    names = {t for _, t in host.template_params}  # a host template's own parameters
+    for n in walk(host.node):
+        if n.type in ("parameter_declaration", "init_declarator", "optional_parameter_declaration"):
+            ids = [x for x in walk(n) if x.type == "identifier"]
+            if ids:
+                names.add(node_text(unit.source, ids[0]))
+    used = set(re.findall(r"[A-Za-z_]\w*", " ".join(launch.template_args)))
+    return bool(used & names) or any("." in a or "->" in a for a in launch.template_args)
+
+
+def _deduce(unit, fn, launch) -> list:
+    """Template argument lists deduced from the launch's argument types (``T*`` against
+    the declared type of a host variable); through host templates' own call sites."""
+    host = unit.function(launch.host)
+    if host is None:
+        return []
+    per_param = {}
+    for p, a in zip(fn.params, launch.args):
+        for kind, tname in fn.template_params:
+            if kind == "type" and p.base == tname:
+                per_param.setdefault(tname, set()).update(_types_of(unit, host, a.strip(), 0))
+            elif kind == "value" and re.search(rf"<\s*{re.escape(tname)}\s*>", p.type):
+                # a tag argument: std::bool_constant<Atomic> against std::bool_constant<true>{}
+                shape = re.escape(" ".join(re.sub(r"\bconst\b", "", p.type).split()))
+                shape = shape.replace(re.escape(tname), r"\s*([\w:]+)\s*")
+                m = re.fullmatch(shape + r"\s*(\{\s*\}|\(\s*\))?", " ".join(a.split()))
+                if m:
+                    per_param.setdefault(tname, set()).add(m.group(1))
+    if not all(per_param.get(t) for _, t in fn.template_params):
+        return []
+    names = [t for _, t in fn.template_params]
+    combos = [[]]
+    for t in names:
+        combos = [c + [v] for c in combos for v in sorted(per_param[t])]
+    return combos
+
+
+def _declared(unit, host) -> dict:
+    """name -> base type of file-scope variables, then (overriding them) the host
+    function's parameters and local variables."""
+    out = dict(_file_scope_names(unit))
+    out.update({p.name: p.base for p in host.params})
+    for n in walk(host.node):
+        if n.type == "declaration" and n.child_by_field_name("type") is not None:
+            out.update(_names(unit, n))
+    return out
+
+
+_CONTAINERS = ("translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif")
+
+
+def _file_scope_names(unit) -> dict:
+    """name -> base type of the file-scope variables (found once per unit)."""
+    cached = unit.__dict__.get("_xv_globals")
+    if cached is None:
+        cached, stack = {}, [unit.tree.root_node]
+        while stack:
+            n = stack.pop()
+            for c in n.children:
+                if c.type in _CONTAINERS:
+                    stack.append(c)
+                elif c.type == "declaration":
+                    cached.update(_names(unit, c))
+        unit.__dict__["_xv_globals"] = cached
+    return cached
+
+
+def _names(unit, n) -> dict:
+    out = {}
+    if n.child_by_field_name("type") is None:
+        return out
+    base = re.sub(r"\b(const|volatile|static|extern)\b", "", node_text(unit.source, n.child_by_field_name("type"))).strip()
+    for d in n.children_by_field_name("declarator"):
+        ids = [x for x in walk(d) if x.type == "identifier"]
+        if ids:
+            out[node_text(unit.source, ids[0])] = base
+    return out
+
+
+def _types_of(unit, host, expr, depth) -> set:
+    if not re.fullmatch(r"\w+", expr) or depth > 3:
+        return set()
+    base = _declared(unit, host).get(expr)
+    if base is None:
+        return set()
+    tnames = {t for k, t in host.template_params if k == "type"}
+    if base not in tnames:
+        return {base}
+    # a host template's parameter: the types its callers pass
+    index = next((i for i, p in enumerate(host.params) if p.name == expr), None)
+    found = set()
+    for caller in unit.functions:
+        if caller.kind != "host" or index is None:
+            continue
+        for n in walk(caller.node):
+            if n.type != "call_expression":
+                continue
+            f = n.child_by_field_name("function")
+            fname = node_text(unit.source, f).split("<")[0].strip()
+            if fname != host.name:
+                continue
+            if f.type == "template_function":
+                targs = split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
+                order = [t for k, t in host.template_params]
+                if base in order and order.index(base) < len(targs):
+                    found.add(targs[order.index(base)])
+                    continue
+            args = [node_text(unit.source, a) for a in n.child_by_field_name("arguments").named_children]
+            if index < len(args):
+                found |= _types_of(unit, caller, args[index].strip(), depth + 1)
+    return found
+
+

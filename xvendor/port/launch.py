@@ -1,0 +1,250 @@
+"""``load(path)``: a translated, compiled CUDA file whose kernels launch like CUDA's.
+
+    mod = xvendor.port.load("kernels.cu", warp=32)
+    mod.saxpy[grid, block](a, x, y, n)            # grid/block: int or (x, y, z), CUDA order
+    mod.softmax[grid, block, shared_bytes](x, y, n)
+    mod["scale<float, 4>"][grid, block](...)      # an instantiation (compiled on first use)
+
+Arguments: torch tensors for pointer parameters (CPU tensors are copied to the OpenCL CPU
+SYCL device and back — only those behind non-const pointers; XPU tensors are passed in
+place on torch's queue: l2, not verified here), Python numbers for scalars, typed by the
+kernel's parameters (ranges checked). Modules are cached by the translated source's hash,
+the warp setting and the instantiations, so a second ``load`` of the same file is free.
+Dynamic shared memory is a per-work-group slice of a scratch buffer in device memory (the
+launch path passes pointers and numbers only; see NOTE [dynamic shared memory]).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import threading
+
+from xvendor.ops._common import ArgumentError
+
+from . import build, constructs, parse
+
+__all__ = ["load", "Module", "Kernel", "PortError", "nd_range"]
+
+PortError = ArgumentError  # bad launches and arguments name the argument and the rule
+
+# NOTE [dynamic shared memory]: SYCL's native form is a work_group_memory<char[]> kernel
+# parameter sized at launch; the shared launch path (xvendor.xpu.shim) sets pointers and
+# numbers only, so the wrapper takes a device buffer and each work-group uses its own
+# slice (same visibility and barrier semantics, global-memory speed). The scratch grows
+# with the number of work-groups, hence the cap.
+SCRATCH_LIMIT = 1 << 31
+_modules: dict = {}
+_lock = threading.Lock()
+
+
+def load(path, warp=32, instantiate=(), kernels=None) -> "Module":
+    """Translate and compile ``path`` (cached by source hash); see the module docstring."""
+    warp = str(warp)
+    if warp not in ("32", "native"):
+        raise ArgumentError("port.load", "warp", f"must be 32 or 'native', got {warp!r}")
+    unit = parse.parse_file(path)
+    inst = tuple(instantiate)
+    key = (hashlib.sha256(unit.source).hexdigest(), warp, inst, tuple(kernels or ()))
+    with _lock:
+        mod = _modules.get(key)
+        if mod is None:
+            res = build.compile_translation(path, warp=warp, instantiate=list(inst), kernels=kernels)
+            mod = _modules[key] = Module(path, res, warp, inst, kernels)
+        return mod
+
+
+class Module:
+    def __init__(self, path, result, warp, instantiate, kernels):
+        self.path, self.result, self.warp = path, result, warp
+        self._instantiate, self._select = instantiate, kernels
+        self.translation = result.translation
+        self.reports = {k.name: k for k in self.translation.kernels}
+        self._kernels = {}
+        for rep in self.translation.kernels:
+            for inst in rep.instantiations if rep.status == "ok" else []:
+                k = Kernel(self, rep, inst)
+                self._kernels[inst.sycl_name] = k
+                if inst.args:
+                    self._kernels[f"{rep.name}<{', '.join(inst.args)}>"] = k
+
+    def report(self) -> dict:
+        return self.translation.as_json()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def __getitem__(self, spec: str) -> "Kernel":
+        norm = spec.replace(" ", "")
+        for key, k in self._kernels.items():
+            if key.replace(" ", "") == norm:
+                return k
+        name = norm.split("<")[0]
+        rep = self.reports.get(name)
+        if rep is None:
+            raise KeyError(f"{self.path} has no kernel {name!r}; kernels: {sorted(self.reports)}")
+        if rep.status != "ok":
+            raise KeyError(f"kernel {name!r} is {rep.status}: {rep.reason}")
+        if "<" not in norm and rep.block_bound:
+            return _BlockBound(self, name)
+        if "<" not in norm:
+            raise KeyError(f"kernel {name!r} is a template: use mod['{name}<...>'] with its "
+                           f"arguments; compiled: {[', '.join(i.args) for i in rep.instantiations]}")
+        mod = load(self.path, self.warp, self._instantiate + (spec,), self._select)
+        return mod[spec]
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {k for k in self._kernels if "<" not in k})
+
+
+class Kernel:
+    """One compiled kernel (or instantiation); ``kernel[grid, block(, shared_bytes)]``."""
+
+    def __init__(self, module, report, inst):
+        self.module, self.report, self.inst = module, report, inst
+        self.name = inst.sycl_name
+
+    def __getitem__(self, cfg):
+        if not isinstance(cfg, tuple) or len(cfg) not in (2, 3):
+            raise ArgumentError(f"port.{self.name}", "launch configuration",
+                                "must be [grid, block] or [grid, block, shared_bytes]")
+        grid = _dims(self.name, "grid", cfg[0])
+        block = _dims(self.name, "block", cfg[1])
+        smem = cfg[2] if len(cfg) == 3 else 0
+        if not isinstance(smem, int) or isinstance(smem, bool) or smem < 0:
+            raise ArgumentError(f"port.{self.name}", "shared_bytes",
+                                f"must be a non-negative int, got {smem!r}")
+        return lambda *args: self.launch(grid, block, smem, args)
+
+    def launch(self, grid, block, smem, args):
+        import torch
+
+        from xvendor.xpu import runtime
+        op = f"port.{self.name}"
+        params = self.inst.params
+        if len(args) != len(params):
+            raise ArgumentError(op, "arguments", f"take {len(params)} values "
+                                f"({', '.join(p[0] for p in params)}), got {len(args)}")
+        devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if len(devices) > 1:
+            raise ArgumentError(op, "tensors", f"must all be on one device, got {sorted(devices)}")
+        on_cpu = devices <= {"cpu"}
+        queue = runtime.cpu_queue() if on_cpu else runtime.xpu_queue(
+            next(a.device for a in args if isinstance(a, torch.Tensor)))
+        prog = self.module.result.program
+        kern = prog.kernel(self.name)
+        threads = block[0] * block[1] * block[2]
+        if threads > kern.max_work_group:
+            raise ArgumentError(op, "block", f"{block} has {threads} threads, more than the "
+                                f"{kern.max_work_group} this kernel can run per work-group here")
+        local_mem = _local_mem(queue)
+        if smem > local_mem:
+            raise ArgumentError(op, "shared_bytes", f"{smem} exceeds the device's "
+                                f"{local_mem} bytes of work-group local memory")
+        kargs, keep, back = [], [], []
+        for (name, kind, base, writable), a in zip(params, args):
+            kargs.append(_argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable))
+        if self.report.dynamic_shared:
+            per_group = max(16, (smem + 15) // 16 * 16)
+            total = per_group * grid[0] * grid[1] * grid[2]
+            if total > SCRATCH_LIMIT:
+                raise ArgumentError(op, "shared_bytes", f"{smem} bytes x {grid} blocks needs "
+                                    f"{total} bytes of scratch, over {SCRATCH_LIMIT} (NOTE "
+                                    "[dynamic shared memory] in xvendor/port/launch.py)")
+            scratch = runtime.DeviceBuffer(queue, total)
+            keep.append(scratch)
+            kargs += [(runtime.PTR, scratch.ptr), (runtime.I64, per_group)]
+        glob, local = nd_range(grid, block)
+        runtime.launch(queue, kern, glob, local, kargs, wait=on_cpu)
+        for t, buf in back:
+            buf.read(t.data_ptr(), t.numel() * t.element_size())
+
+
+class _BlockBound:
+    """``k<bs><<<grid, bs>>>`` in CUDA: ``mod.k[grid, bs]`` launches ``k<bs>``, compiling it
+    on the first launch with that block size."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def __getitem__(self, cfg):
+        if not isinstance(cfg, tuple) or len(cfg) not in (2, 3):
+            raise ArgumentError(f"port.{self.name}", "launch configuration",
+                                "must be [grid, block] or [grid, block, shared_bytes]")
+        block = _dims(self.name, "block", cfg[1])
+        return self.module[f"{self.name}<{block[0] * block[1] * block[2]}>"][cfg]
+
+
+def nd_range(grid, block) -> tuple:
+    """CUDA (grid, block), each (x, y, z) -> SYCL (global, local): dimensions reversed
+    (CUDA's x, the fastest, is SYCL's last) and global = grid x block."""
+    grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
+    return tuple(g * b for g, b in zip(grid, block))[::-1], tuple(block)[::-1]
+
+
+def _dims(name, what, v) -> tuple:
+    vals = (v,) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if (not vals or len(vals) > 3 or
+            any(not isinstance(x, int) or isinstance(x, bool) or x < 1 for x in vals)):
+        raise ArgumentError(f"port.{name}", what, f"must be a positive int or a tuple of 1-3 "
+                            f"positive ints (x, y, z), got {v!r}")
+    return vals + (1,) * (3 - len(vals))
+
+
+def _local_mem(queue) -> int:
+    dev = getattr(queue.owner, "sycl_device", None)
+    return int(getattr(dev, "local_mem_size", 0) or 64 << 10)
+
+
+_RANGES = {"i32": (-2**31, 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-2**63, 2**63 - 1),
+           "u64": (0, 2**64 - 1), "bool": (0, 1)}
+
+
+def _argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable):
+    import torch
+
+    from xvendor.xpu import runtime
+    if kind == "ptr":
+        if a is None:
+            return runtime.PTR, 0
+        if not isinstance(a, torch.Tensor):
+            raise ArgumentError(op, name, f"is a pointer ({base} *): pass a torch tensor, got "
+                                f"{type(a).__name__}")
+        want = constructs.POINTEES.get(base)
+        if want is not None and str(a.dtype) != f"torch.{want}":
+            raise ArgumentError(op, name, f"points to {base}: needs a torch.{want} tensor, got {a.dtype}")
+        if not a.is_contiguous():
+            raise ArgumentError(op, name, "must be contiguous (the kernel sees raw memory)")
+        if not on_cpu:
+            keep.append(a)
+            return runtime.PTR, a.data_ptr()
+        nbytes = a.numel() * a.element_size()
+        buf = runtime.DeviceBuffer(queue, max(nbytes, 1))
+        if nbytes:
+            buf.write(a.data_ptr(), nbytes)
+        keep.append(buf)
+        if writable and nbytes:
+            back.append((a, buf))
+        return runtime.PTR, buf.ptr
+    if isinstance(a, torch.Tensor):
+        if a.numel() != 1:
+            raise ArgumentError(op, name, f"is a scalar ({base}): got a tensor of shape {tuple(a.shape)}")
+        a = a.item()
+    if kind in ("f32", "f64"):
+        if not isinstance(a, (int, float)) or isinstance(a, bool):
+            raise ArgumentError(op, name, f"is a {base}: pass a Python number, got {type(a).__name__}")
+        if kind == "f32":
+            return runtime.F32, float(a)
+        return runtime.I64, struct.unpack("<q", struct.pack("<d", float(a)))[0]
+    if not isinstance(a, int):
+        raise ArgumentError(op, name, f"is an integer ({base}): pass a Python int, got {type(a).__name__}")
+    lo, hi = _RANGES[kind]
+    if not lo <= a <= hi:
+        raise ArgumentError(op, name, f"= {a} is outside {base}'s range [{lo}, {hi}]")
+    if kind in ("i32", "bool"):
+        return runtime.I32, int(a)
+    if kind == "u32":
+        return runtime.I32, a - 2**32 if a >= 2**31 else a
+    return runtime.I64, a - 2**64 if a >= 2**63 else a

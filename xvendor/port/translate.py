@@ -1,0 +1,440 @@
+"""CUDA kernels -> SYCL free-function kernels, by minimal in-place rewrites of the source.
+
+What is rewritten (everything else is kept as written, comments included; the CUDA names
+the kept code uses get their meaning from ``include/xvendor_cuda_compat.h``):
+
+- each ``__global__`` kernel becomes an ordinary function ``<name>__xv_body`` plus one
+  ``extern "C"`` nd_range<3> free-function wrapper per instantiation (the kernel's own name,
+  or ``<name>__<args>`` for a template instantiation) that takes ABI-plain parameters
+  (narrow scalars widened) and calls the body; with ``warp=32`` the wrapper requires
+  32-wide sub-groups, so warp code keeps CUDA's lane arithmetic;
+- static ``__shared__ T a[N][M]`` -> ``static work_group_static<T[N][M]>`` bound to a
+  ``T(&)[N][M]`` reference (indexing unchanged);
+- ``extern __shared__ T a[]`` -> ``T *a`` over this work-group's slice of the dynamic
+  shared memory the launch provides (the wrapper takes it as two trailing parameters);
+- a device function passed by name (``cg::reduce(w, v, op)``) -> a forwarding lambda;
+- host code (host functions, host globals, host-API types, ``#include``) is dropped;
+  kernels that use a construct from ``constructs.UNSUPPORTED`` are dropped with their
+  reason.
+
+Template instantiations: see ``instantiate.py``. Typedefs (``floatX``) are resolved in the
+``#if`` branch the file's own ``#define``s select (``conditions.py``), for the launch path's
+dtype checks. Verified here: tests/port (kernels run on the OpenCL CPU device) and llm.c's
+dev/cuda (bench/port_llmc*.py). Not verified: a GPU device (l2), CUTLASS-style sources.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import conditions, constructs, instantiate as inst_mod, lints as lints_mod
+from .parse import Function, Unit, node_text, split_template_args, walk
+
+__all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
+
+HEADER = "xvendor_cuda_compat.h"
+
+
+@dataclass
+class Instantiation:
+    args: list  # template argument texts; [] for a plain kernel
+    sycl_name: str
+    params: list  # [(name, kind, pointee base type or None, writable)] of the wrapper
+
+
+@dataclass
+class KernelReport:
+    name: str
+    status: str = "ok"  # ok | unsupported | compile_error
+    reason: str = ""
+    lints: list = field(default_factory=list)
+    instantiations: list = field(default_factory=list)  # [Instantiation]
+    line: int = 0
+    template: bool = False
+    dynamic_shared: bool = False
+    block_bound: bool = False  # its one template argument is the launch's block size
+
+    @property
+    def sycl_name(self):
+        return None if self.template else self.name
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "reason": self.reason,
+                "lints": list(self.lints), "line": self.line,
+                "instantiations": [{"args": ", ".join(i.args), "sycl_name": i.sycl_name}
+                                   for i in self.instantiations],
+                "sycl_name": self.sycl_name, "block_bound": self.block_bound}
+
+
+@dataclass
+class Translation:
+    unit: Unit
+    source: str  # the SYCL source (includes HEADER)
+    kernels: list  # [KernelReport], one per kernel name, in source order
+    warp: str
+
+    def report(self, name: str) -> KernelReport:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def as_json(self) -> dict:
+        return {"source": self.unit.path, "warp": self.warp,
+                "kernels": [k.as_json() for k in self.kernels]}
+
+
+def sycl_name(kernel: str, args: list) -> str:
+    if not args:
+        return kernel
+    return kernel + "__" + re.sub(r"[^A-Za-z0-9]+", "_", "_".join(args)).strip("_")
+
+
+def _typedefs(unit: Unit) -> dict:
+    """alias -> type, from the #if branches the file's own #defines select; an alias with
+    several candidates that cannot be told apart maps to None (its dtype is not checked)."""
+    out, seen = {}, {}
+    for n in walk(unit.tree.root_node):
+        if n.type in ("type_definition", "alias_declaration"):
+            on = conditions.active(unit, n)
+            if on is False:
+                continue
+            d = n.child_by_field_name("declarator") or n.child_by_field_name("name")
+            if d is not None:
+                seen.setdefault(node_text(unit.source, d), []).append(on)
+        if n.type == "type_definition" and conditions.active(unit, n) is not False:
+            t, d = n.child_by_field_name("type"), n.child_by_field_name("declarator")
+            if t is not None and d is not None and d.type == "type_identifier":
+                out[node_text(unit.source, d)] = node_text(unit.source, t)
+        elif n.type == "alias_declaration" and conditions.active(unit, n) is not False:
+            nm, t = n.child_by_field_name("name"), n.child_by_field_name("type")
+            if nm is not None and t is not None:
+                out[node_text(unit.source, nm)] = node_text(unit.source, t)
+    for name, states in seen.items():
+        if len(states) > 1 and None in states:
+            out[name] = None  # several branches, undecidable here
+    return out
+
+
+def _resolve(base: str, typedefs: dict) -> str:
+    for _ in range(8):
+        if typedefs.get(base) is None:
+            break
+        base = " ".join(re.sub(r"\b(const|volatile)\b", "", typedefs[base]).split())
+    return base
+
+
+def _subst(text: str, mapping: dict) -> str:
+    for k, v in mapping.items():
+        text = re.sub(rf"\b{re.escape(k)}\b", v, text)
+    return text
+
+
+def _globals(unit: Unit) -> dict:
+    """__constant__ / __device__ variables at file scope: name -> qualifier."""
+    out = {}
+    for n in walk(unit.tree.root_node):
+        if n.type == "declaration" and n.parent is not None and n.parent.type not in (
+                "compound_statement", "for_statement", "condition_clause"):
+            quals = {c.type for c in walk(n)} & {"__constant__", "__device__"}
+            if quals:
+                for d in n.children_by_field_name("declarator"):
+                    ids = [x for x in walk(d) if x.type == "identifier"]
+                    if ids:
+                        out[node_text(unit.source, ids[0])] = quals.pop() if len(quals) == 1 else "__constant__"
+    return out
+
+
+def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
+    text = node_text(unit.source, fn.node)
+    for c in sorted((n for n in walk(fn.node) if n.type == "comment"), key=lambda n: -n.start_byte):
+        a, b = c.start_byte - fn.node.start_byte, c.end_byte - fn.node.start_byte
+        text = text[:a] + " " + text[b:]  # byte offsets == char offsets for ASCII code
+    if any(n.type == "gnu_asm_expression" for n in walk(fn.node)):
+        return "inline PTX (asm)"
+    body = fn.node.child_by_field_name("body")
+    for rx, reason in constructs.UNSUPPORTED:
+        if rx.search(text):
+            return reason
+    if body is not None:
+        used = {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"}
+        for name in sorted(used & set(gvars)):
+            return f"{gvars[name]} symbol '{name}' (pass it as a kernel argument instead)"
+        for n in walk(body):
+            if n.type == "declaration" and any(c.type == "type_qualifier" and
+                                               node_text(unit.source, c) == "__shared__"
+                                               for c in n.children) and n.has_error:
+                return f"a __shared__ declaration the parser could not read (line {n.start_point[0] + 1})"
+    return ""
+
+
+# empty tag types passed by value for compile-time dispatch: the wrapper makes them itself
+_TAG = re.compile(r"^(std::)?(bool_constant|integral_constant|true_type|false_type)\b")
+
+
+def _param_problem(p, typedefs, tnames) -> str:
+    if _TAG.match(p.base):
+        return ""
+    if p.reference:
+        return f"parameter '{p.name}' is a reference (kernels take values and pointers)"
+    if p.pointer or p.base in tnames:
+        return ""
+    if _resolve(p.base, typedefs) not in constructs.SCALARS:
+        return f"parameter '{p.name}' passes '{p.base}' by value (only scalars and pointers)"
+    return ""
+
+
+def _reachable(unit: Unit, fn: Function) -> list:
+    """fn and the device functions it calls, transitively (by name)."""
+    devices = {}
+    for f in unit.functions:
+        if f.kind in ("device", "kernel"):
+            devices.setdefault(f.name, []).append(f)
+    seen, out, todo = set(), [], [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        out.append(f)
+        for c in f.calls:
+            todo.extend(g for g in devices.get(c, []) if g.kind == "device")
+    return out
+
+
+def _uses_dynamic_shared(unit: Unit, fns: list) -> bool:
+    for f in fns:
+        for n in walk(f.node):
+            if n.type == "declaration" and _is_shared(unit, n) and _is_extern(unit, n):
+                return True
+    return False
+
+
+def _is_shared(unit, decl) -> bool:
+    return any(c.type == "type_qualifier" and node_text(unit.source, c) == "__shared__"
+               for c in decl.children)
+
+
+def _is_extern(unit, decl) -> bool:
+    return any(c.type == "storage_class_specifier" and node_text(unit.source, c) == "extern"
+               for c in decl.children)
+
+
+def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
+              kernels: list | None = None, exclude: dict | None = None,
+              drop_devices: dict | None = None, progress=None) -> Translation:
+    """Translate ``unit``. ``instantiate``: ["name<args>"]; ``kernels``: only these names;
+    ``exclude``: name -> (status, reason) for kernels to leave out (compile errors found
+    earlier); ``drop_devices``: device functions that failed to compile (kernels that call
+    them get ``compile_error``), name -> compiler log; ``progress``: called once per kernel."""
+    if warp not in ("32", "native"):
+        raise ValueError(f"warp must be '32' or 'native', got {warp!r}")
+    exclude = exclude or {}
+    extra = {}
+    for spec in instantiate or []:
+        m = re.fullmatch(r"\s*(\w+)\s*<(.*)>\s*", spec)
+        if not m:
+            raise ValueError(f"instantiate: expected 'name<T, ...>', got {spec!r}")
+        extra.setdefault(m.group(1), []).append(split_template_args(m.group(2)))
+    typedefs, gvars = _typedefs(unit), _globals(unit)
+    src, edits, reports = unit.source, [], {}
+    for fn in unit.functions:
+        if fn.kind == "host":
+            edits.append((fn.outer.start_byte, fn.outer.end_byte, ""))
+            continue
+        if fn.kind == "device":
+            if fn.name in (drop_devices or ()):
+                edits.append((fn.outer.start_byte, fn.outer.end_byte,
+                              f"/* device function {fn.name} left out: it does not compile */"))
+            else:
+                edits += _shared_edits(unit, fn)
+            continue
+        if progress:
+            progress(fn.name)
+        if kernels and fn.name not in kernels:
+            edits.append((fn.outer.start_byte, fn.outer.end_byte, f"/* kernel {fn.name}: not selected */"))
+            continue
+        rep = reports.get(fn.name)
+        if rep is None:
+            line = int(unit.where(fn.line).split()[-1]) if unit.where(fn.line).startswith("line") else fn.line
+            rep = reports[fn.name] = KernelReport(fn.name, line=line, template=bool(fn.template_params))
+        reach = _reachable(unit, fn)
+        tnames = {t for _, t in fn.template_params}
+        reason = next((r for r in (_param_problem(p, typedefs, tnames) for p in fn.params) if r), "")
+        reason = reason or next((r for r in (_unsupported(unit, f, gvars) for f in reach) if r), "")
+        rep.lints = lints_mod.lint(unit, fn, reach)
+        broken = sorted({f.name for f in reach} & set(drop_devices or ()))
+        if broken and fn.name not in exclude:
+            exclude = {**exclude, fn.name: ("compile_error", f"calls device function(s) {broken} "
+                                            "that do not compile:\n" + drop_devices[broken[0]])}
+        if reason or fn.name in exclude:
+            rep.status, rep.reason = ("unsupported", reason) if reason else exclude[fn.name]
+            edits.append((fn.outer.start_byte, fn.outer.end_byte,
+                          f"/* kernel {fn.name} not translated: {rep.reason.splitlines()[0][:200]} */"))
+            continue
+        rep.dynamic_shared = _uses_dynamic_shared(unit, reach)
+        insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
+                 if fn.template_params else [[]])
+        edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
+    edits += _file_scope_edits(unit, gvars)
+    out = _apply(src, edits)
+    head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
+            f"#include \"{HEADER}\"\n")
+    return Translation(unit, head + out, list(reports.values()), warp)
+
+
+def _shared_edits(unit, fn) -> list:
+    """__shared__ declarations, and device functions passed as values (SYCL device code
+    cannot call through a function pointer: each becomes a forwarding lambda)."""
+    edits = []
+    body = fn.node.child_by_field_name("body")
+    if body is None:
+        return edits
+    devices = {f.name for f in unit.functions if f.kind == "device"}
+    for n in walk(body):
+        if n.type == "argument_list":
+            for a in n.named_children:
+                name = node_text(unit.source, a)
+                if a.type == "identifier" and name in devices:
+                    edits.append((a.start_byte, a.end_byte,
+                                  f"[](auto &&...xv_a) {{ return {name}(xv_a...); }}"))
+    for n in walk(body):
+        if n.type == "declaration" and _is_shared(unit, n):
+            edits.append((n.start_byte, n.end_byte, _shared_decl(unit, n)))
+    return edits
+
+
+def _shared_decl(unit, decl) -> str:
+    s = unit.source
+    ty = " ".join(node_text(s, c) for c in decl.children
+                  if c.type not in ("storage_class_specifier", ";", ",") and
+                  c not in decl.children_by_field_name("declarator") and
+                  node_text(s, c) != "__shared__")
+    extern = _is_extern(unit, decl)
+    out = []
+    for d in decl.children_by_field_name("declarator"):
+        ids = [x for x in walk(d) if x.type == "identifier"]
+        name = node_text(s, ids[0])
+        dtext = node_text(s, d)
+        if extern:
+            out.append(f"{ty} *{name} = reinterpret_cast<{ty} *>(::xvc::dyn_smem());")
+        else:
+            abstract = dtext.replace(name, "", 1)
+            ref = dtext.replace(name, f"(&{name})", 1)
+            out.append(f"static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+                       f"{ty} {ref} = {name}__xv_wgs;")
+    return " ".join(out)
+
+
+_ATTRS = {"32": "SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>)) "
+                "[[sycl::reqd_sub_group_size(32)]]",
+          "native": "SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>))"}
+
+
+def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
+    s, edits = unit.source, _shared_edits(unit, fn)
+    for c in fn.node.children:
+        if c.type in ("__global__", "launch_bounds"):
+            edits.append((c.start_byte, c.end_byte, "" if c.type == "launch_bounds" else "inline"))
+    decl = fn.node.child_by_field_name("declarator")
+    while decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    name_node = decl.child_by_field_name("declarator")
+    edits.append((name_node.start_byte, name_node.end_byte, f"{fn.name}__xv_body"))
+    wrappers = []
+    for args in insts:
+        mapping = dict(zip([t for _, t in fn.template_params], args))
+        params, decls, call = [], [], []
+        for p in fn.params:
+            base = _resolve(_subst(p.base, mapping), typedefs)
+            if _TAG.match(p.base):  # not an argument of the launch: built in the wrapper
+                call.append(re.sub(r"\bconst\b", "", _subst(p.type, mapping)).strip() + "{}")
+                continue
+            if p.pointer:
+                decls.append(_subst(p.text, mapping) if p.name in p.text else f"{_subst(p.type, mapping)} {p.name}")
+                params.append((p.name, "ptr", base, not p.const_pointee))
+            else:
+                abi, kind = constructs.SCALARS.get(base, (None, None))
+                if abi is None:
+                    rep.status = "unsupported"
+                    rep.reason = f"parameter '{p.name}' has type '{base}' (only scalars and pointers)"
+                    return [(fn.outer.start_byte, fn.outer.end_byte, f"/* kernel {fn.name} not translated: {rep.reason} */")]
+                decls.append(f"{abi} {p.name}")
+                params.append((p.name, kind, base, False))
+            call.append(p.name)
+        if rep.dynamic_shared:
+            decls += ["char *__xv_smem", "int64_t __xv_smem_bytes"]
+        targs = f"<{', '.join(args)}>" if args else ""
+        name = sycl_name(fn.name, args)
+        prologue = "::xvc::set_dyn_smem(__xv_smem, __xv_smem_bytes); " if rep.dynamic_shared else ""
+        wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
+                        f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
+        rep.instantiations.append(Instantiation(list(args), name, params))
+    if not insts and inst_mod.block_bound(unit, fn):
+        rep.block_bound = True
+        rep.reason = ("its template argument is the launch's block size (a run-time value at the "
+                      "launch site): load() compiles kernel<block> on first launch with each block")
+    elif not insts:
+        rep.reason = ("template kernel with no instantiation found: launch it with explicit "
+                      "template arguments, pass --instantiate 'name<...>' or use mod['name<...>']")
+    # Wrappers of a kernel at file scope go to the end of the file: a template argument may
+    # name a device function defined after the kernel. Inside #if / namespaces they stay
+    # next to the kernel, under the same conditions.
+    at_end = fn.outer.parent is not None and fn.outer.parent.type == "translation_unit"
+    where = len(s) if at_end else fn.outer.end_byte
+    edits.append((fn.outer.start_byte, fn.outer.start_byte, f"/*@xv:kernel:{fn.name}*/"))
+    edits.append((fn.outer.end_byte, fn.outer.end_byte, "/*@xv:end*/"))
+    edits.append((where, where, f"\n/*@xv:kernel:{fn.name}*/" + "\n".join(wrappers) + "/*@xv:end*/\n"))
+    return edits
+
+
+_HOST_API = re.compile(r"\b(nccl|cublas|cudnn|curand|cufft|cusparse|MPI_)\w*|\bcuda[A-Z]\w*")
+
+
+def _file_scope_edits(unit, gvars) -> list:
+    """Drop includes, host globals and prototypes, __constant__/__device__ variables."""
+    s, edits = unit.source, []
+    for n in walk(unit.tree.root_node):
+        if n.type == "preproc_include":
+            edits.append((n.start_byte, n.end_byte, "\n"))
+        elif n.type == "type_definition" and _HOST_API.search(node_text(s, n)) and _file_scope(n):
+            edits.append((n.start_byte, n.end_byte, ""))  # typedef struct {ncclComm_t ...} X;
+        elif n.type == "preproc_call" and node_text(s, n).split()[:2] == ["#pragma", "once"]:
+            edits.append((n.start_byte, n.end_byte, "\n"))
+        elif n.type == "declaration" and n.parent is not None and n.parent.type in (
+                "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+                "declaration_list", "linkage_specification"):
+            text = node_text(s, n)
+            kinds = {c.type for c in walk(n)}
+            keep = (("const" in text.split() or "constexpr" in text.split() or
+                     "static_assert" in text) and not kinds & {"__constant__", "__device__"})
+            if kinds & {"__device__"} and "function_declarator" in kinds and "__global__" not in kinds:
+                keep = True  # a device function's prototype
+            if "struct_specifier" in kinds and "init_declarator" not in kinds and "function_declarator" not in kinds:
+                keep = True  # struct X {...}; written as a declaration
+            if keep and _HOST_API.search(text):
+                keep = False  # a host-side type (holds NCCL/cuBLAS/MPI handles)
+            if not keep:
+                edits.append((n.start_byte, n.end_byte, ""))
+    return edits
+
+
+def _file_scope(n) -> bool:
+    return n.parent is not None and n.parent.type in (
+        "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+        "declaration_list", "linkage_specification")
+
+
+def _apply(src: bytes, edits: list) -> str:
+    """Apply (start, end, text) edits; an edit inside a replaced range is dropped."""
+    edits = sorted(edits, key=lambda e: (e[0], e[1] != e[0], -(e[1] - e[0])))  # inserts first
+    out, pos = [], 0
+    for start, end, text in edits:
+        if start < pos:
+            continue  # nested in an earlier replacement (e.g. a dropped kernel)
+        out.append(src[pos:start].decode(errors="replace"))
+        out.append(text)
+        pos = max(pos, end)
+    out.append(src[pos:].decode(errors="replace"))
+    return "".join(out)
