@@ -17,11 +17,12 @@ resilient group (the ranks r of all replica groups, formed by the coordinator) a
 that shard's gradient: ``FSDPModule.set_all_reduce_hook`` runs the all-reduce on the
 reduce-scattered shard through the lane's ``ResilientProcessGroup``. A failed all-reduce
 is latched there, never raised into autograd; ``with rg.step(optimizer):`` then redoes the
-step on a new epoch. Lanes vote separately, so before leaving the block the ranks of a
-replica group agree among themselves (``group_agrees``): if any lane of this group saw a
-failure, every rank of the group redoes the step. Stepping one shard and not another would
-leave the group's shards at different steps. A restarted replica group's ranks receive their
-own shard's parameters and optimizer state from the oldest survivor of their lane.
+step on a new epoch. The lanes of a replica group act as one unit (``from_env`` sees the
+replica group's process group; ``xvendor.distributed.lanes``): one commit/redo verdict per
+step for all of them, and a restarted group's ranks admitted at one step by every lane.
+Stepping one shard and not another would leave the group's shards at different steps. A
+restarted replica group's ranks receive their own shard's parameters and optimizer state
+from the oldest survivor of their lane.
 
 Pure FSDP across replica groups could not shrink (a dead rank's shards are gone); HSDP can,
 because every replica group holds the whole model.
@@ -30,9 +31,12 @@ Verified here (tests/examples/test_train_hsdp.py, CPU, gloo): 2 replica groups x
 each group under its own torchrun; one worker SIGKILLed after 8 steps; the other group
 trains on alone, torchrun restarts the killed group, it rejoins with its shards' parameters
 and AdamW state, and every rank ends bit-identical (parameters + optimizer state) to a
-failure-free run. Not verified here: GPUs (the intra-group backend would be NCCL/RCCL),
-several nodes per replica group, and lanes admitting a restarted group at different steps
-(each lane admits on its own; see docs/resilient-groups.md, "What does not survive").
+failure-free run. The same with the race the lanes must not lose: a rank killed after the
+other lane reached its verdict and before its own lane voted (``--die-before-vote``), and
+the restarted group's ranks queueing 3 s apart (``--delay-join``): both lanes of the
+surviving group redo that step together and the restarted ranks are admitted at one step.
+Not verified here: GPUs (the intra-group backend would be NCCL/RCCL) and several nodes per
+replica group.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import time
 from datetime import timedelta
 
@@ -165,42 +170,34 @@ def shard_hash(model: nn.Module, opt: torch.optim.Optimizer) -> str:
     return h.hexdigest()[:16]
 
 
-# -- the cross-replica hook and the group agreement ------------------------------------------
-def all_reduce_hook(rg: ResilientGroup, failed: list):
+# -- the cross-replica hook --------------------------------------------------------------------
+def all_reduce_hook(rg: ResilientGroup):
     """The FSDP all-reduce hook: average this shard's reduce-scattered gradient across
-    replica groups (the lane's ``ResilientProcessGroup``); note any failure in ``failed``."""
+    replica groups (the lane's ``ResilientProcessGroup``). A failure is latched by the group,
+    never raised into autograd; the step guard reads it at the step boundary."""
     def hook(shard_grad: torch.Tensor) -> None:
         try:
             pg = rg.torch_group()
         except EpochAborted:          # the epoch is already gone: the step will be redone
-            failed.append(True)
             return
-        dist.all_reduce(shard_grad, group=pg)   # errors are latched by the group, not raised
-        if pg.error is not None:
-            failed.append(True)
+        dist.all_reduce(shard_grad, group=pg)
         shard_grad.div_(pg.size())
     return hook
 
 
-def group_agrees(failed: list, device: torch.device) -> bool:
-    """True if no rank of this replica group saw its lane fail this step: a MIN over the
-    replica group's own process group. (If a rank of this group died, this raises and
-    torchrun restarts the group: a failure inside a replica group restarts it whole.)"""
-    flag = torch.tensor([0 if failed else 1], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
-
-
-def check_lanes_aligned(rg: ResilientGroup, device: torch.device) -> None:
-    """Every rank of this replica group must be at the same committed step (its lanes
-    committed or redid the step together). Lanes vote separately, so a death between the
-    group's agreement and its votes could split them: fail loudly rather than train on
-    shards from different steps."""
-    t = torch.tensor([int(rg.step), -int(rg.step)], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    if int(t[0]) != -int(t[1]):
-        raise RuntimeError(f"replica group's lanes are at steps {-int(t[1])}..{int(t[0])}: "
-                           "shards would mix steps; restart from a checkpoint")
+def fault_here(spec: str | None, step: int | None = None) -> float | None:
+    """Fault injection for the drill (``--fault REPLICA:RANK:RESTART:AT``): the number AT
+    when this process is that replica group's rank in that incarnation (and, with ``step``,
+    AT equals it), else None."""
+    if not spec:
+        return None
+    replica, rank, restart, at = spec.split(":")
+    env = os.environ
+    mine = (env.get("XVENDOR_REPLICA_ID") == replica and env.get("RANK") == rank
+            and env.get("TORCHELASTIC_RESTART_COUNT", "0") == restart)
+    if not mine or (step is not None and int(float(at)) != step):
+        return None
+    return float(at)
 
 
 # -- training ---------------------------------------------------------------------------------
@@ -234,6 +231,12 @@ def main(argv=None) -> int:
     p.add_argument("--hash-every-step", action="store_true",
                    help="log a hash of this rank's shard (parameters + optimizer state) "
                         "before each step (for checking replicas against each other)")
+    p.add_argument("--die-before-vote", metavar="REPLICA:RANK:RESTART:STEP",
+                   help="drill: that process SIGKILLs itself 1 s after finishing STEP's "
+                        "backward, before its lane votes (the other lane has decided by then)")
+    p.add_argument("--delay-join", metavar="REPLICA:RANK:RESTART:SECONDS",
+                   help="drill: that process queues for admission SECONDS after the rest of "
+                        "its replica group (inside from_env, after the group met)")
     a = p.parse_args(argv)
 
     # NOTE [devices]: on cpu everything is gloo (what the test runs); on cuda (ROCm included)
@@ -254,21 +257,22 @@ def main(argv=None) -> int:
     fully_shard(model, mesh=mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
 
-    dist.barrier()        # a restarted group's ranks queue for admission together (lanes
-                          # admit separately: queueing at the same moment keeps them aligned)
+    delay = fault_here(a.delay_join)
+    if delay:
+        os.environ["XV_DRILL_ENQUEUE_DELAY_S"] = str(delay)   # read by ReplicaUnit.enqueue
+    # The default group (this replica group) makes this rank one lane of a unit: the lanes
+    # share one verdict per step and one admission step (xvendor.distributed.lanes).
     rg = ResilientGroup.from_env(get_state=lambda: local_state(model, opt),
                                  set_state=lambda s: load_local_state(model, opt, s),
                                  model=model, device=device,
                                  backend="nccl" if use_cuda else "gloo")
-    failed: list = []
-    model.set_all_reduce_hook(all_reduce_hook(rg, failed))
+    model.set_all_reduce_hook(all_reduce_hook(rg))
     log = open(os.path.join(a.out, f"rank{rank}_{os.environ.get('XVENDOR_REPLICA_ID', 'r')}"
                                    f"_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}.jsonl"),
                "a", buffering=1) if a.out else None
     while rg.step < a.steps:
         step = int(rg.step)
         before = shard_hash(model, opt) if a.hash_every_step else None
-        failed.clear()
         with rg.step(opt) as guard:
             opt.zero_grad(set_to_none=True)
             tokens = batch(step, rank).to(device)
@@ -277,11 +281,12 @@ def main(argv=None) -> int:
                                    tokens[:, 1:].reshape(-1))
             loss.backward()
             time.sleep(a.step_sleep)
-            if not group_agrees(failed, device):
-                raise EpochAborted(f"replica group: a lane failed in step {step}")
-        check_lanes_aligned(rg, device)
+            if fault_here(a.die_before_vote, step) is not None:
+                time.sleep(1.0)       # the other lane votes and reaches its verdict meanwhile
+                os.kill(os.getpid(), signal.SIGKILL)
         if log:
             log.write(json.dumps({"step": step, "committed": guard.committed,
+                                  "lane_commit": guard.lane_commit,
                                   "members": len(rg.members), "loss": loss.item(),
                                   "before": before, "t": time.time()}) + "\n")
     result = {"rank": rank, "step": int(rg.step), "hash": shard_hash(model, opt),

@@ -105,6 +105,34 @@ def test_epoch0_forms_from_whoever_arrives(coord):
 
 
 @pytest.mark.l1
+def test_epoch0_of_every_lane_forms_from_the_same_whole_replica_groups(coord):
+    """Replica groups of 2 processes (lanes): a group counts only once both its lanes are in,
+    and then every lane's epoch 0 lists the same groups. (Per lane, lane 0 would have formed
+    from A and B as soon as B's rank 0 arrived, with B's rank 1 left a newcomer.)"""
+    c = coord(min_replicas=2, join_timeout_s=60)
+
+    def link(replica, lane):
+        return Link("127.0.0.1", c.port, TOKEN, lane=lane, lanes=2, replica=replica)
+    a0, a1, b0 = link("A", 0), link("A", 1), link("B", 0)
+    time.sleep(0.3)
+    assert c.lane(0).ctl.record(0) is None and c.lane(1).ctl.record(0) is None
+    c0, c1 = link("C", 0), link("C", 1)
+    wait_for(lambda: c.lane(1).ctl.record(0) is not None, what="epoch 0 of lane 1")
+    assert c.lane(0).ctl.record(0)["members"] == [a0.member, c0.member]
+    assert c.lane(1).ctl.record(0)["members"] == [a1.member, c1.member]
+    assert "whole replica groups of 2" in c.lane(0).ctl.record(0)["why"]
+    b1 = link("B", 1)  # after epoch 0: B joins whole, as a newcomer
+    time.sleep(0.2)
+    assert b1.member not in c.lane(1).ctl.record(0)["members"]
+    with pytest.raises(Refused, match="lanes mismatch"):
+        Link("127.0.0.1", c.port, TOKEN, lane=0, lanes=3, replica="D")
+    r = raw_hello(c, lane=2, lanes=2)
+    assert not r["ok"] and "lanes (processes per replica group" in r["error"]
+    for x in (a0, a1, b0, b1, c0, c1):
+        x.close()
+
+
+@pytest.mark.l1
 def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
     c = coord(min_replicas=2)
     a, b = Link("127.0.0.1", c.port, TOKEN), Link("127.0.0.1", c.port, TOKEN)

@@ -9,7 +9,8 @@ recorder. See docs/resilient-groups.md.
 - ``Coordinator`` (``xvendor coordinator``): the same role for jobs whose workers are launched
   by others (torchrun per replica group, Slurm, Kubernetes); workers find it from the
   environment: ``ResilientGroup.from_env(get_state, set_state, model=model)``.
-- ``ResilientProcessGroup``: one epoch as a ``torch.distributed.ProcessGroup``;
+- ``ResilientProcessGroup``: one epoch as a ``torch.distributed.ProcessGroup``
+  (``device_mesh(pg)``: a 1-D ``DeviceMesh`` over it, where ``DeviceMesh.from_group`` fails);
   ``resilient_ddp(model, rg)`` DDP that follows the epochs; ``with rg.step(optimizer):``
   the step guard (commit on every member or redo on the next epoch).
 - ``analyze``: what a set of flight-recorder dumps says (``xvendor fr analyze DIR``).
@@ -20,10 +21,10 @@ from .control import EpochAborted, Excluded, Timing
 from .coordinator import Coordinator, StragglerPolicy
 from .ddp import ResilientDDP, resilient_ddp
 from .group import ResilientGroup
-from .torch_pg import ResilientProcessGroup
+from .torch_pg import ResilientProcessGroup, device_mesh
 from .wire import Refused
 from .recorder import FlightRecorder, analyze, format_analysis
 
 __all__ = ["Agent", "Coordinator", "EpochAborted", "Excluded", "FlightRecorder", "Refused",
            "ResilientDDP", "ResilientGroup", "ResilientProcessGroup", "StragglerPolicy", "Timing",
-           "analyze", "format_analysis", "resilient_ddp"]
+           "analyze", "device_mesh", "format_analysis", "resilient_ddp"]

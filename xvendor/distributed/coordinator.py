@@ -7,7 +7,10 @@
   closes it, seen at once; a hung one (SIGSTOP) by its store heartbeat going stale.
 - Forms epoch 0 of each lane from whoever arrives: as soon as ``min_replicas`` are in, or
   with whoever is there after ``join_timeout_s``. Later arrivals queue as newcomers and are
-  admitted by the members at a step boundary.
+  admitted by the members at a step boundary. With several processes per replica group
+  (``lanes`` > 1 in the hello), epoch 0 of every lane is formed at once from the same
+  replica groups, counting only groups whose every lane arrived: a group split between
+  founders and newcomers would have its shards at different steps (``lanes``).
 - Evicts stragglers: a member whose busy time (step start to its last collective launch) is
   over ``factor`` x the median (and ``min_s`` over it) for ``steps`` consecutive steps is
   declared dead like a failed one, and the flight recorder says so.
@@ -106,6 +109,10 @@ class Coordinator:
         self._client = cp.connect("127.0.0.1" if host in ("0.0.0.0", "") else host,
                                   self.store_port)
         self.lanes: dict[int, _Lane] = {}
+        # several lanes per replica group: arrivals by (replica, restart) -> {lane: member}
+        self.groups: dict[tuple[str, int], dict[int, int]] = {}
+        self.group_lanes: int | None = None
+        self._groups_since: float | None = None
         self.refusals: list[str] = []
         self._conns: dict[socket.socket, _Conn] = {}
         self._sel = selectors.DefaultSelector()
@@ -141,6 +148,7 @@ class Coordinator:
                         self._log(f"connection error: {e!r}")
                         self._forget(key.fileobj)
                 now = time.monotonic()
+                self._form_epoch0_of_groups(now)
                 for lane in list(self.lanes.values()):
                     self._form_epoch0(lane, now)
                 if now - last_hb >= max(self.timing.hb_interval_s / 2, 0.05):
@@ -221,6 +229,9 @@ class Coordinator:
 
     def _admit(self, sock: socket.socket, c: _Conn, m: dict) -> bool:
         why = wire.check_hello(m, self.token, c.nonce, self.version)
+        if why is None and m.get("lanes", 1) > 1 and self.group_lanes not in (None, m["lanes"]):
+            why = (f"lanes mismatch: this replica group has {m['lanes']} processes "
+                   f"(WORLD_SIZE), the job's have {self.group_lanes}")
         if why is None:
             lane = self.lane(m["lane"])
             fp = m.get("fingerprint")
@@ -233,12 +244,19 @@ class Coordinator:
         if fp is not None:
             lane.fingerprint = fp
         c.lane, c.member = m["lane"], lane.ctl.new_id()
-        if not lane.formed:
+        if m.get("lanes", 1) > 1:
+            self.group_lanes = m["lanes"]
+            if not lane.formed:  # else a newcomer, admitted with its group's other lanes
+                self.groups.setdefault((str(m.get("replica")), int(m.get("restart") or 0)),
+                                       {})[c.lane] = c.member
+                self._groups_since = self._groups_since or time.monotonic()
+        elif not lane.formed:
             lane.arrivals.append(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
-                         "prefix": lane.prefix, "timing": self.timing.as_dict()})
+                         "prefix": lane.prefix, "job_prefix": wire.job_prefix(self.token, None),
+                         "timing": self.timing.as_dict()})
         sock.setblocking(False)
         self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
                   f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})")
@@ -257,6 +275,26 @@ class Coordinator:
                                    + ("; join timeout" if len(alive) < self.min_replicas else "")})
         lane.formed = True
         self._log(f"lane {lane.index}: epoch 0 = members {won['members']}")
+
+    def _form_epoch0_of_groups(self, now: float) -> None:
+        """Epoch 0 of every lane at once, from the replica groups whose every lane arrived
+        (and none of them died): the same groups in every lane, in arrival order."""
+        n = self.group_lanes
+        if n is None or not self.groups or all(self.lane(r).formed for r in range(n)):
+            return
+        whole = [g for g in self.groups.values() if len(g) == n and
+                 not any(m in self.lane(r).verdicts.deaths for r, m in g.items())]
+        late = now - self._groups_since >= self.join_timeout_s
+        if len(whole) < self.min_replicas and not (late and whole):
+            return
+        why = (f"founders: {len(whole)} whole replica groups of {n} (min {self.min_replicas})"
+               + ("; join timeout" if len(whole) < self.min_replicas else ""))
+        for r in range(n):
+            lane = self.lane(r)
+            won = lane.ctl.propose(0, {"members": [g[r] for g in whole], "joins": 0,
+                                       "why": why})
+            lane.formed = True
+            self._log(f"lane {r}: epoch 0 = members {won['members']}")
 
     # -- stragglers ---------------------------------------------------------------------
     def _step_report(self, c: _Conn, m: dict) -> None:

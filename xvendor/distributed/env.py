@@ -2,7 +2,9 @@
 
 - ``XVENDOR_COORDINATOR=host:port`` the coordinator's front port (required)
 - ``XVENDOR_TOKEN``                 the job's shared token (required)
-- ``XVENDOR_REPLICA_ID``            this replica group's name (default: host:pid), for logs
+- ``XVENDOR_REPLICA_ID``            this replica group's name (default: host:pid, or with
+                                    several processes per group torchrun's MASTER_ADDR:PORT)
+- ``WORLD_SIZE``                    processes per replica group (torchrun): the lanes
 - ``RANK``                          rank inside the replica group (torchrun): the lane
 - ``TORCHELASTIC_RESTART_COUNT``    > 0: torchrun restarted this worker; it joins as a
                                     newcomer and receives the state from the survivors
@@ -37,9 +39,11 @@ class Link:
     stays open for the life of the process) and straggler reports."""
 
     def __init__(self, host: str, port: int, token: str, *, lane: int = 0, replica: str = "",
-                 restart: int = 0, fingerprint: str | None = None, timeout_s: float = 30.0):
+                 restart: int = 0, fingerprint: str | None = None, timeout_s: float = 30.0,
+                 lanes: int = 1):
         self.args = dict(host=host, port=port, token=token, lane=lane, replica=replica,
-                         restart=restart, fingerprint=fingerprint, timeout_s=timeout_s)
+                         restart=restart, fingerprint=fingerprint, timeout_s=timeout_s,
+                         lanes=lanes)
         self.host = host
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -51,7 +55,7 @@ class Link:
         if "nonce" not in greet:
             raise wire.Refused(f"{host}:{port} is not an xvendor coordinator: {greet}")
         wire.send(self._sock, wire.hello(token, greet["nonce"], lane=lane, replica=replica,
-                                         restart=restart, fingerprint=fingerprint))
+                                         restart=restart, fingerprint=fingerprint, lanes=lanes))
         reply = wire.recv_one(self._sock, reader, timeout_s)
         if not reply.get("ok"):
             self._sock.close()
@@ -61,6 +65,7 @@ class Link:
         self.local_ip = self._sock.getsockname()[0]  # the interface that reaches the coordinator
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], Timing(**reply["timing"])
+        self.job_prefix = reply["job_prefix"]  # keys shared by every lane (lanes.py)
         self.fingerprint = fingerprint
 
     def reopen(self) -> "Link":
@@ -119,10 +124,20 @@ def link_from_env(model=None) -> Link:
     token = env.get("XVENDOR_TOKEN", "")
     if not token:
         raise ValueError("XVENDOR_TOKEN is not set: every worker must present the job's token")
-    return Link(host, int(port), token, lane=int(env.get("RANK", "0")),
-                replica=env.get("XVENDOR_REPLICA_ID", f"{socket.gethostname()}:{os.getpid()}"),
+    lanes = int(env.get("WORLD_SIZE", "1"))
+    # every process of a replica group must name it alike: torchrun's store address does
+    default = (f"{env.get('MASTER_ADDR', socket.gethostname())}:{env.get('MASTER_PORT', '')}"
+               if lanes > 1 else f"{socket.gethostname()}:{os.getpid()}")
+    return Link(host, int(port), token, lane=int(env.get("RANK", "0")), lanes=lanes,
+                replica=env.get("XVENDOR_REPLICA_ID", default),
                 restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
                 fingerprint=fingerprint(model) if model is not None else None)
+
+
+def job_control(link: Link):
+    """A control-plane client on the keys every lane of the job shares."""
+    from . import control as cp
+    return cp.Control(cp.connect(link.host, link.store_port, prefix=link.job_prefix))
 
 
 def join(cls, link: Link, **kw):
@@ -140,7 +155,13 @@ def join(cls, link: Link, **kw):
     # gloo binds its device to XV_GLOO_HOST (loopback by default): across machines it must be
     # an address the peers can reach; the one that reaches the coordinator is such an address.
     os.environ.setdefault("XV_GLOO_HOST", link.local_ip)
-    args = dict(store_prefix=link.prefix, link=link, **kw)
+    pg = kw.pop("replica_group", None)
+    unit = None
+    if pg is not None:  # several lanes per replica group: they act as one (lanes.py)
+        from .lanes import ReplicaUnit
+        unit = ReplicaUnit.create(pg, job_control(link), link.args["lane"],
+                                  link.args["replica"], kw.get("device", "cpu"))
+    args = dict(store_prefix=link.prefix, link=link, unit=unit, **kw)
     if link.member in rec["members"]:
         return cls.found(link.host, link.store_port, link.member, **args)
     return cls.newcomer(link.host, link.store_port, link.member, **args)
@@ -154,7 +175,7 @@ def reconnect(rg) -> None:
     The step guard calls this (``rg.reconnect()``); a hand-written loop may too."""
     old = {k: getattr(rg, k) for k in ("listeners", "stats", "recorder", "get_state",
                                        "set_state", "timing", "fr_dir", "backend",
-                                       "device", "strategy")}
+                                       "device", "strategy", "unit")}
     step = int(rg.step)
     rg._heartbeat.stop()
     if rg._torch_pg is not None:
@@ -169,7 +190,9 @@ def reconnect(rg) -> None:
                       get_state=old["get_state"], set_state=old["set_state"],
                       timing=old["timing"], fr_dir=old["fr_dir"], backend=old["backend"],
                       device=old["device"], strategy=old["strategy"],
-                      store_prefix=link.prefix, link=link)
+                      store_prefix=link.prefix, link=link, unit=old["unit"])
+    if rg.unit is not None:  # the same incarnation, its job-wide keys in the new store
+        rg.unit.rebind(job_control(link))
     rg.listeners, rg.stats, rg.recorder, rg.step = (
         old["listeners"], old["stats"], old["recorder"], step)
     t0 = time.monotonic()

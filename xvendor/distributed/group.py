@@ -71,8 +71,9 @@ class ResilientGroup:
                  set_state: Callable[[Any], None], timing: Timing = Timing(),
                  fr_dir: str | None = None, backend: str = "gloo", has_state: bool = True,
                  device: str | torch.device = "cpu", strategy: str | None = None,
-                 store_prefix: str = "", link=None):
+                 store_prefix: str = "", link=None, unit=None):
         self.host, self.port, self.member, self.timing = host, port, member, timing
+        self.unit = unit  # a ReplicaUnit when this process is one lane of a replica group
         self.store_prefix, self.link = store_prefix, link  # link: the coordinator connection
         self.get_state, self.set_state, self.fr_dir, self.backend = get_state, set_state, fr_dir, backend
         self.device = torch.device(device)
@@ -108,12 +109,19 @@ class ResilientGroup:
     def from_env(cls, get_state, set_state, model=None, **kw) -> "ResilientGroup":
         """Join the job this process was started for: a ``Coordinator``'s when
         ``XVENDOR_COORDINATOR`` is set (see ``env``; ``model`` is fingerprinted so a replica
-        with a different model is refused), else the ``Agent``'s (``xvendor run``)."""
+        with a different model is refused), else the ``Agent``'s (``xvendor run``).
+
+        ``replica_group``: with several processes per replica group (HSDP, ``WORLD_SIZE`` >
+        1), the replica group's own process group (default: the default group); its ranks
+        are lanes that then share one verdict per step and one admission step (``lanes``)."""
         env = os.environ
         if env.get("XVENDOR_COORDINATOR"):
             from .env import join, link_from_env
+            from .lanes import replica_group_from
+            pg = replica_group_from(kw)
             return join(cls, link_from_env(model), get_state=get_state, set_state=set_state,
-                        **kw)
+                        replica_group=pg, **kw)
+        kw.pop("replica_group", None)  # xvendor run: one process per replica
         timing = Timing(**json.loads(env["XV_TIMING"])) if env.get("XV_TIMING") else Timing()
         args = dict(get_state=get_state, set_state=set_state, timing=timing,
                     fr_dir=env.get("XV_FR_DIR") or None, **kw)
@@ -143,6 +151,8 @@ class ResilientGroup:
         """Claim a join slot, wait to be admitted at a step boundary, form the epoch."""
         member = self.member
         self.ctl.claim_join_slot(member)
+        if self.unit is not None:  # admitted with the other lanes of its replica group
+            self.unit.enqueue(member)
         while True:
             if self.ctl.is_dead(member):
                 self._exclude(f"member {member} was declared dead while queued")
@@ -169,6 +179,10 @@ class ResilientGroup:
 
     def rejoin(self) -> "ResilientGroup":
         """After ``Excluded``: come back as a newcomer under a new id."""
+        if self.unit is not None:  # its other lanes were not excluded: they cannot follow
+            raise RuntimeError(f"member {self.member}: one lane of a replica group cannot "
+                               "rejoin alone; exit, so that the launcher restarts the whole "
+                               "replica group (it is admitted as one, lanes.py)")
         link = self.link.reopen() if self.link is not None else None
         return type(self).newcomer(self.host, self.port, link and link.member,
                                    get_state=self.get_state, set_state=self.set_state,
@@ -244,16 +258,20 @@ class ResilientGroup:
         """Count a finished step and admit queued newcomers (all members agree via the store)."""
         self.step += 1
         self.ctl.store.set(cp.key_progress(self.member), str(self.step))
-        k0 = self.record.get("joins", 0)
-        seen = len(self.ctl.joiners_from(k0))
-        n = int(self.ctl.store.compare_set(cp.key_grow(self.epoch, self.step), "",
-                                           str(seen)).decode())
-        if n == 0:
+        k0 = n = self.record.get("joins", 0)
+        if self.unit is not None:  # NOTE [one unit per replica group] in lanes.py
+            joiners = self.unit.admissions(self.step)
+        else:
+            seen = len(self.ctl.joiners_from(k0))
+            n = int(self.ctl.store.compare_set(cp.key_grow(self.epoch, self.step), "",
+                                               str(seen)).decode())
+            joiners, n = self.ctl.joiners_from(k0)[:n], k0 + n
+        if not joiners:
             return
         t0 = time.monotonic()
         dead = self.ctl.dead()
-        joiners = [j for j in self.ctl.joiners_from(k0)[:n] if j not in dead]
-        self.ctl.propose(self.epoch + 1, {"members": self.members + joiners, "joins": k0 + n,
+        joiners = [j for j in joiners if j not in dead]
+        self.ctl.propose(self.epoch + 1, {"members": self.members + joiners, "joins": n,
                                           "why": f"grow at step {self.step}: {joiners}"})
         old = self.epoch
         self._retire_current()

@@ -14,12 +14,13 @@ would split the replicas. The verdict is written once (first proposal wins), so 
 member that reaches it applies the same decision: no step applied twice, none lost.
 
 NOTE [lanes]: with several processes per replica group (HSDP) each lane (rank position)
-reaches its own verdict. They can differ (a member that dies between two lanes' votes), and
-a replica group whose shards step differently is corrupt. ``agree(commit) -> bool`` is
-called on every rank after its lane's verdict and before acting on it; pass one that ANDs
-the verdict over the replica group's own process group (a MIN all_reduce). All ranks of a
-lane see the same verdicts of all lanes, so they all reach the same answer; a lane whose
+reaches its own verdict, and they can differ (a member that dies between two lanes' votes);
+a replica group whose shards step differently is corrupt. So when the group was joined with
+a replica group (``from_env`` does it when ``WORLD_SIZE`` > 1), every rank ANDs its lane's
+verdict over the replica group's own process group before acting on it (``ReplicaUnit
+.agree``; the argument is NOTE [one unit per replica group] in ``lanes``). A lane whose
 verdict was commit but is overruled recovers and redoes the step, like a failure.
+``agree(commit) -> bool`` is a further hook, called on every rank after that.
 
 Exceptions other than a failed collective (a bug in the model, a bad batch) are not
 swallowed: they leave the block as they are.
@@ -64,6 +65,7 @@ class StepGuard:
     def __init__(self, rg, optimizer=None, agree=None):
         self.rg, self.optimizer, self.agree = rg, optimizer, agree
         self.committed: bool | None = None
+        self.lane_commit: bool | None = None  # this lane's own verdict, before NOTE [lanes]
 
     def __enter__(self) -> "StepGuard":
         self.t0 = time.monotonic()
@@ -94,8 +96,10 @@ class StepGuard:
         busy = (launched if launched and launched > self.t0 else time.monotonic()) - self.t0
         if rg.link is not None and ok:
             rg.link.report(rg.epoch, int(rg.step), busy)
-        commit = rg.pg is not None and verdict(rg, ok)
-        if self.agree is not None:  # NOTE [lanes]: every lane's verdict, combined
+        commit = self.lane_commit = rg.pg is not None and verdict(rg, ok)
+        if rg.unit is not None:  # NOTE [lanes]: one verdict for the whole replica group
+            commit = rg.unit.agree(commit)
+        if self.agree is not None:  # the caller's further say (NOTE [lanes])
             commit = bool(self.agree(commit))
         if commit:
             if self.optimizer is not None:

@@ -273,3 +273,32 @@ def unregister(pg: ResilientProcessGroup) -> None:
         c10d._unregister_process_group(pg._name)
     except Exception:  # not registered (or already gone)
         pass
+
+
+def device_mesh(pg: ResilientProcessGroup, device_type: str = "cpu",
+                mesh_dim_name: str = "replicate"):
+    """A 1-D ``DeviceMesh`` over one epoch's group (``rg.torch_group()``).
+
+    NOTE [DeviceMesh.from_group]: torch 2.15's ``DeviceMesh.from_group(pg, ...)`` builds the
+    mesh and then takes this process's coordinate from ``dist.get_rank()``, the *default*
+    group's rank. A resilient job has no default group (each epoch is its own group), so it
+    fails with "Default process group has not been initialized"; where one exists (HSDP: the
+    replica group's own), its rank is the wrong one (rank r of a replica group is not rank r
+    of its lane). This builds the same mesh as ``from_group`` (ranks 0..size-1, the group
+    under its registered name) with the epoch rank given explicitly (``DeviceMesh``'s own
+    ``_rank`` argument). A mesh belongs to one epoch: after a shrink or a grow, build a new
+    one from the new ``torch_group()``. ``mesh.get_local_rank()`` (like ``dist.get_rank(pg)``)
+    still asks c10d for the default group's rank: use ``mesh.get_coordinate()`` or
+    ``pg.rank()``. Verified here (gloo, two processes): DTensor ``Shard(0)`` -> full tensor
+    and ``Partial`` -> ``Replicate`` through it are exact. Not verified: ``fully_shard`` on
+    such a mesh (pure FSDP across replica groups cannot shrink: use HSDP, docs).
+    """
+    from torch.distributed.device_mesh import DeviceMesh
+    if not isinstance(pg, ResilientProcessGroup):
+        raise TypeError(f"pg must be a ResilientProcessGroup (rg.torch_group()), got "
+                        f"{type(pg).__name__}")
+    mesh = DeviceMesh(device_type, torch.arange(pg.size(), dtype=torch.int),
+                      mesh_dim_names=(mesh_dim_name,), _init_backend=False, _rank=pg.rank())
+    mesh._dim_group_names = [pg.group_name]
+    mesh._pg_registry[pg.group_name] = pg
+    return mesh

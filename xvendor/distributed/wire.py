@@ -3,8 +3,8 @@
 1. coordinator -> worker  ``{"coordinator": PROTO, "nonce": <hex>}``
 2. worker -> coordinator  ``hello``: protocol, xvendor and torch versions, ``mac`` =
    HMAC-SHA256(token, nonce) (the token itself never crosses the wire), lane, replica id,
-   restart count, model fingerprint, pid, host.
-3. coordinator -> worker  ``{"ok": true, member, store_port, prefix, timing}`` or
+   restart count, lanes (processes per replica group), model fingerprint, pid, host.
+3. coordinator -> worker  ``{"ok": true, member, store_port, prefix, job_prefix, timing}`` or
    ``{"ok": false, "error": <why>}`` and the connection is closed.
 4. worker -> coordinator  ``{"busy": s, "step": n, "epoch": e}`` per guarded step (straggler
    watch) and ``{"bye": true}`` before a clean close.
@@ -38,10 +38,11 @@ def mac(token: str, nonce: str) -> str:
     return hmac.new(token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
 
 
-def job_prefix(token: str, lane: int) -> str:
-    """Where a lane's control-plane keys live: unguessable without the token."""
+def job_prefix(token: str, lane: int | None) -> str:
+    """Where a lane's control-plane keys live (``lane=None``: the keys every lane shares):
+    unguessable without the token."""
     tag = hashlib.sha256(b"xvendor-job:" + token.encode()).hexdigest()[:16]
-    return f"xvj/{tag}/l{lane}/"
+    return f"xvj/{tag}/l{lane}/" if lane is not None else f"xvj/{tag}/job/"
 
 
 def new_nonce() -> str:
@@ -83,12 +84,13 @@ def recv_one(sock: socket.socket, reader: LineReader, timeout_s: float) -> dict:
 
 
 def hello(token: str, nonce: str, *, lane: int, replica: str, restart: int,
-          fingerprint: str | None) -> dict:
+          fingerprint: str | None, lanes: int = 1) -> dict:
     import torch
 
     from .. import __version__
     return {"proto": PROTO, "xvendor": __version__, "torch": torch.__version__,
-            "mac": mac(token, nonce), "lane": lane, "replica": replica, "restart": restart,
+            "mac": mac(token, nonce), "lane": lane, "lanes": lanes, "replica": replica,
+            "restart": restart,
             "fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname()}
 
 
@@ -104,4 +106,8 @@ def check_hello(msg: dict, token: str, nonce: str, version: str) -> str | None:
                 f"{version!r} (every worker and the coordinator must run the same release)")
     if not isinstance(msg.get("lane"), int) or msg["lane"] < 0:
         return f"lane must be a rank >= 0 within the replica group, got {msg.get('lane')!r}"
+    lanes = msg.get("lanes", 1)
+    if not isinstance(lanes, int) or lanes < 1 or (lanes > 1 and msg["lane"] >= lanes):
+        return (f"lanes (processes per replica group, WORLD_SIZE) must be >= 1 and above the "
+                f"lane, got lanes {lanes!r} for lane {msg['lane']}")
     return None
