@@ -95,15 +95,22 @@ def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str
     return f"{template}/{cfg.name}/{flags}/flydsl-{flydsl_version()}"
 
 
-def _run(plan: launch.Launch, arch: str, cfg):
+def _launch(plan, arch: str, cfg, build, device):
+    """Build (once per specialization) and launch ``plan`` on ``device``'s current stream;
+    ``build(cfg, arch=, **spec)`` returns (launcher, ...). The plan's result."""
     key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
     fn = _built.get(key)
     if fn is None:
-        from .crosscompile import template_module
-        fn = _built[key] = template_module(arch).build(plan.template, cfg, **plan.spec)[0]
-    stream = torch.cuda.current_stream(plan.args[0].device)
-    fn(*plan.args, stream)  # noqa: the launcher's stream argument is positional
+        fn = _built[key] = build(cfg, arch=arch, **plan.spec)[0]
+    fn(*plan.args, torch.cuda.current_stream(device))  # the stream argument is positional
     return plan.result()
+
+
+def _run(plan: launch.Launch, arch: str, cfg):
+    def build(cfg, arch, **spec):  # the GEMM family: the arch's template module
+        from .crosscompile import template_module
+        return template_module(arch).build(plan.template, cfg, **spec)
+    return _launch(plan, arch, cfg, build, plan.args[0].device)
 
 
 def gemm(a, b, bias=None, out_dtype=None, *, config=None):
@@ -126,12 +133,7 @@ def rms_norm(x, weight=None, eps=None, *, config=None):
     plan = rmsnorm.plan(x, weight, eps, cfg)
     if x.numel() == 0:
         return plan.result()  # no rows or no columns: nothing to launch
-    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
-    fn = _built.get(key)
-    if fn is None:
-        fn = _built[key] = rmsnorm.build(cfg, arch=arch, **plan.spec)[0]
-    fn(*plan.args, torch.cuda.current_stream(x.device))
-    return plan.result()
+    return _launch(plan, arch, cfg, rmsnorm.build, x.device)
 
 
 def rms_norm_backward(grad, x, weight=None, eps=None, *, config=None):
@@ -142,12 +144,7 @@ def rms_norm_backward(grad, x, weight=None, eps=None, *, config=None):
     plan = rmsnorm.plan_backward(grad, x, weight, eps, cfg)
     if x.numel() == 0:
         return _op_backward_result(plan.result(), x)
-    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
-    fn = _built.get(key)
-    if fn is None:
-        fn = _built[key] = rmsnorm.build_backward(cfg, arch=arch, **plan.spec)[0]
-    fn(*plan.args, torch.cuda.current_stream(x.device))
-    return _op_backward_result(plan.result(), x)
+    return _op_backward_result(_launch(plan, arch, cfg, rmsnorm.build_backward, x.device), x)
 
 
 def _norm_bwd_config(arch: str, config: dict | None) -> configs.NormConfig:
@@ -169,12 +166,7 @@ def rms_norm_residual(x, residual, weight=None, eps=None, *, config=None):
     plan = rmsnorm.plan(x, weight, eps, cfg, residual=residual)
     if x.numel() == 0:
         return plan.result()
-    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
-    fn = _built.get(key)
-    if fn is None:
-        fn = _built[key] = rmsnorm.build(cfg, arch=arch, **plan.spec)[0]
-    fn(*plan.args, torch.cuda.current_stream(x.device))
-    return plan.result()
+    return _launch(plan, arch, cfg, rmsnorm.build, x.device)
 
 
 def _topk_config(arch: str, args: tuple, config: dict | None) -> configs.TopkConfig:
@@ -192,12 +184,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True, *, config=None):
     plan = _topk.plan(x, k, dim, largest, cfg, arch)
     if x.numel() == 0 or k == 0:
         return plan.result()
-    key = (arch, plan.template, cfg, tuple(sorted(plan.spec.items())))
-    fn = _built.get(key)
-    if fn is None:
-        fn = _built[key] = _topk.build(cfg, arch=arch, **plan.spec)[0]
-    fn(*plan.args, torch.cuda.current_stream(x.device))
-    return plan.result()
+    return _launch(plan, arch, cfg, _topk.build, x.device)
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
