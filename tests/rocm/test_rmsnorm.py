@@ -377,27 +377,11 @@ BWD_IDS = [f"{a}-{t}-{c.name}" for t, a, c in BWD_JOBS]
 
 
 @pytest.fixture(scope="module")
-def bwd_compiled():
-    """{(template, arch, config): inspection record + memory instructions}, compiled in a
-    child process by ``crosscompile.compile_one``: the
-    backend's plan on placeholders."""
-    pytest.importorskip("flydsl")
-    pytest.importorskip("ziglang")
-    code = (
-        "import json, re, sys\nfrom collections import Counter\n"
-        "from xvendor.rocm import crosscompile\nfrom xvendor.tuning import resources\n"
-        "rx = re.compile(sys.argv[1])\nout = []\n"
-        "for t, a, c in json.loads(sys.argv[2]):\n"
-        "    raw = crosscompile.compile_one(t, a, c)\n"
-        "    out.append(dict(resources.inspect(a, raw), mem=Counter(rx.findall(raw['asm']))))\n"
-        "print('RESULT' + json.dumps(out))\n")
-    jobs = [(t, a, c.to_dict()) for t, a, c in BWD_JOBS + RES_JOBS]
-    proc = subprocess.run([sys.executable, "-c", code, _MEM.pattern, json.dumps(jobs)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
-    return {(t, a, c.name): r for (t, a, c), r in zip(BWD_JOBS + RES_JOBS,
-                                                        json.loads(line[6:]))}
+def bwd_compiled(compile_in_child):
+    """{(template, arch, config): inspection record + memory instructions}: the backend's
+    plan on placeholders, compiled in a child process."""
+    recs = compile_in_child(BWD_JOBS + RES_JOBS, _MEM.pattern)
+    return {(t, a, c.name): r for (t, a, c), r in zip(BWD_JOBS + RES_JOBS, recs)}
 
 
 @pytest.mark.l1

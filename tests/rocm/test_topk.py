@@ -14,11 +14,7 @@ l2: numerics against torch.topk on a gfx950/gfx1250 device; skipped here (no AMD
 the kernels' numerics are unverified without the hardware.
 """
 
-import json
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +22,6 @@ import torch
 from xvendor import devices
 from xvendor.rocm import backend, configs, rmsnorm, topk
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- l0 ------------------------------------------------------------------------------
@@ -245,25 +240,10 @@ _MEM = r"\b((?:buffer|global)_(?:load|store)_\w+|ds_add\w*)"
 
 
 @pytest.fixture(scope="module")
-def compiled():
+def compiled(compile_in_child):
     """{(template, arch): inspection record + Counter of memory instructions}, compiled in
-    one child process (an LLVM abort must not kill pytest) by ``crosscompile.compile_one``."""
-    pytest.importorskip("flydsl")
-    pytest.importorskip("ziglang")
-    code = (
-        "import json, re, sys\nfrom collections import Counter\n"
-        "from xvendor.rocm import crosscompile\nfrom xvendor.tuning import resources\n"
-        "rx = re.compile(sys.argv[1])\nout = []\n"
-        "for t, a, c in json.loads(sys.argv[2]):\n"
-        "    raw = crosscompile.compile_one(t, a, c)\n"
-        "    out.append(dict(resources.inspect(a, raw), mem=Counter(rx.findall(raw['asm']))))\n"
-        "print('RESULT' + json.dumps(out))\n")
-    jobs = [(t, a, c.to_dict()) for t, a, c in JOBS]
-    proc = subprocess.run([sys.executable, "-c", code, _MEM, json.dumps(jobs)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
-    return {(t, a): r for (t, a, _), r in zip(JOBS, json.loads(line[6:]))}
+    one child process."""
+    return {(t, a): r for (t, a, _), r in zip(JOBS, compile_in_child(JOBS, _MEM))}
 
 
 @pytest.mark.l1
