@@ -23,5 +23,8 @@ step check "$PY" -m xvendor.cli check
 step l2-tests "$PY" -m pytest tests -m l2 -rs -q -p no:cacheprovider -o addopts="--import-mode=importlib" --junitxml="$OUT/l2-junit.xml"
 step gpu-bench "$PY" bench/gpu_gemm.py --json "$OUT/gpu-bench.json"
 step scaled-bench "$PY" bench/scaled_mm.py --gpu --json "$OUT/scaled-bench.json"
+# On gfx950/gfx1250: the FlyDSL RMSNorm (fwd/bwd) and topk kernels against torch, next to
+# their memory-bound floors; on NVIDIA: the backends that run there.
+step norm-topk-bench "$PY" bench/gpu_norm_topk.py --json "$OUT/norm-topk-bench.json"
 echo "gpu_check: $([ $status = 0 ] && echo PASS || echo FAIL) -> $OUT"
 exit $status
