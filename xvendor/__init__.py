@@ -14,7 +14,7 @@ ImportError that says so.
 __version__ = "0.1.0"
 
 __all__ = ["ArgumentError", "Backend", "BackendUnavailable", "Event", "MemPool", "WeightChannel",
-           "backends", "detect", "devices", "explain", "nn", "gemm", "grouped_mm", "quantize",
+           "backends", "detect", "devices", "explain", "nn", "port", "gemm", "grouped_mm", "quantize",
            "register", "rms_norm", "scaled_grouped_mm", "scaled_mm", "set_fast_path", "topk",
            "use_backend", "use_mem_pool"]
 
@@ -30,7 +30,7 @@ if _torch is not None:
     from .devices import detect
     from .events import Event
     from .explain import explain
-    from . import nn
+    from . import nn, port  # port: light (translator and runtime load on first use)
     from .mempool import MemPool, use_mem_pool
     from .ops import (ArgumentError, gemm, grouped_mm, quantize, rms_norm, scaled_grouped_mm,
                       scaled_mm, set_fast_path, topk)
