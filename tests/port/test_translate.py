@@ -79,12 +79,15 @@ def test_rewrites_keep_comments_and_drop_host_code():
     assert "void scale_bf16(const __nv_bfloat16* x, float* out, float s, int32_t n)" in bf.source
 
 
-def test_dynamic_shared_memory_becomes_a_slice_parameter():
+def test_dynamic_shared_memory_becomes_a_work_group_memory_parameter():
     t = _t("reductions")
     assert t.report("softmax_dyn_smem").dynamic_shared
     assert not t.report("row_sum_shfl").dynamic_shared
     assert "float *row = reinterpret_cast<float *>(::xvc::dyn_smem());" in t.source
-    assert "char *__xv_smem, int64_t __xv_smem_bytes" in t.source
+    assert ("void softmax_dyn_smem(const float* x, float* y, int32_t cols, "
+            "syclex::work_group_memory<char[]> __xv_smem)") in t.source
+    assert "::xvc::set_dyn_smem(__xv_smem); softmax_dyn_smem__xv_body(" in t.source
+    assert "__xv_smem" not in t.source.split("void row_sum_shfl(")[1].split("}")[0]
 
 
 def test_json_report_shape():

@@ -10,8 +10,8 @@ SYCL device and back — only those behind non-const pointers; XPU tensors are p
 place on torch's queue: l2, not verified here), Python numbers for scalars, typed by the
 kernel's parameters (ranges checked). Modules are cached by the translated source's hash,
 the warp setting and the instantiations, so a second ``load`` of the same file is free.
-Dynamic shared memory is a per-work-group slice of a scratch buffer in device memory (the
-launch path passes pointers and numbers only; see NOTE [dynamic shared memory]).
+Dynamic shared memory (``shared_bytes``) is real work-group local memory: a trailing
+``work_group_memory<char[]>`` kernel parameter sized at launch (NOTE [dynamic shared memory]).
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ __all__ = ["load", "Module", "Kernel", "PortError", "nd_range"]
 
 PortError = ArgumentError  # bad launches and arguments name the argument and the rule
 
-# NOTE [dynamic shared memory]: SYCL's native form is a work_group_memory<char[]> kernel
-# parameter sized at launch; the shared launch path (xvendor.xpu.shim) sets pointers and
-# numbers only, so the wrapper takes a device buffer and each work-group uses its own
-# slice (same visibility and barrier semantics, global-memory speed). The scratch grows
-# with the number of work-groups, hence the cap.
-SCRATCH_LIMIT = 1 << 31
+# NOTE [dynamic shared memory]: a kernel that uses `extern __shared__` gets a trailing
+# work_group_memory<char[]> parameter (translate.py); the launch passes it as the runtime's
+# LOCAL argument kind, whose value is the byte count, and the SYCL runtime allocates that
+# much local memory per work-group, as CUDA's third launch parameter does. A request of 0
+# bytes passes 1 (SYCL refuses an empty local allocation). The base is at least 16-byte
+# aligned on the OpenCL CPU device (tests/port/test_dynamic_shared.py). Requests over the
+# device's local memory are refused before launch; the kernel's static __shared__ counts
+# against the same memory, and a launch that needs more than the device has fails there.
 _modules: dict = {}
 _lock = threading.Lock()
 
@@ -147,17 +149,16 @@ class Kernel:
         for (name, kind, base, writable), a in zip(params, args):
             kargs.append(_argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable))
         if self.report.dynamic_shared:
-            per_group = max(16, (smem + 15) // 16 * 16)
-            total = per_group * grid[0] * grid[1] * grid[2]
-            if total > SCRATCH_LIMIT:
-                raise ArgumentError(op, "shared_bytes", f"{smem} bytes x {grid} blocks needs "
-                                    f"{total} bytes of scratch, over {SCRATCH_LIMIT} (NOTE "
-                                    "[dynamic shared memory] in xvendor/port/launch.py)")
-            scratch = runtime.DeviceBuffer(queue, total)
-            keep.append(scratch)
-            kargs += [(runtime.PTR, scratch.ptr), (runtime.I64, per_group)]
+            kargs.append((runtime.LOCAL, max(smem, 1)))
         glob, local = nd_range(grid, block)
-        runtime.launch(queue, kern, glob, local, kargs, wait=on_cpu)
+        try:
+            runtime.launch(queue, kern, glob, local, kargs, wait=on_cpu)
+        except runtime.LaunchError as e:
+            if "OUT_OF_RESOURCES" in str(e) and self.report.dynamic_shared:
+                raise ArgumentError(op, "shared_bytes", f"{smem} bytes plus the kernel's static "
+                                    f"__shared__ do not fit the device's {local_mem} bytes of "
+                                    f"work-group local memory ({e})") from e
+            raise
         for t, buf in back:
             buf.read(t.data_ptr(), t.numel() * t.element_size())
 

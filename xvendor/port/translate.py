@@ -10,8 +10,8 @@ the kept code uses get their meaning from ``include/xvendor_cuda_compat.h``):
   32-wide sub-groups, so warp code keeps CUDA's lane arithmetic;
 - static ``__shared__ T a[N][M]`` -> ``static work_group_static<T[N][M]>`` bound to a
   ``T(&)[N][M]`` reference (indexing unchanged);
-- ``extern __shared__ T a[]`` -> ``T *a`` over this work-group's slice of the dynamic
-  shared memory the launch provides (the wrapper takes it as two trailing parameters);
+- ``extern __shared__ T a[]`` -> ``T *a`` over the work-group local memory of a trailing
+  ``work_group_memory<char[]>`` wrapper parameter whose byte size the launch sets;
 - a device function passed by name (``cg::reduce(w, v, op)``) -> a forwarding lambda;
 - host code (host functions, host globals, host-API types, ``#include``) is dropped;
   kernels that use a construct from ``constructs.UNSUPPORTED`` are dropped with their
@@ -364,10 +364,10 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
                 params.append((p.name, kind, base, False))
             call.append(p.name)
         if rep.dynamic_shared:
-            decls += ["char *__xv_smem", "int64_t __xv_smem_bytes"]
+            decls.append("syclex::work_group_memory<char[]> __xv_smem")
         targs = f"<{', '.join(args)}>" if args else ""
         name = sycl_name(fn.name, args)
-        prologue = "::xvc::set_dyn_smem(__xv_smem, __xv_smem_bytes); " if rep.dynamic_shared else ""
+        prologue = "::xvc::set_dyn_smem(__xv_smem); " if rep.dynamic_shared else ""
         wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
                         f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
         rep.instantiations.append(Instantiation(list(args), name, params))

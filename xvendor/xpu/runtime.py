@@ -31,10 +31,12 @@ from . import environment, shim
 
 __all__ = ["CompileError", "LaunchError", "Queue", "Program", "Kernel", "DeviceBuffer",
            "cpu_queue", "program", "build", "launch", "stats", "kernels_dir", "PTR", "I32",
-           "I64", "F32"]
+           "I64", "F32", "LOCAL"]
 
-PTR, I32, I64, F32 = 0, 1, 2, 3  # argument kinds; must match ArgKind in shim.cpp
-_CTYPE = {I32: ctypes.c_int32, I64: ctypes.c_int64, F32: ctypes.c_float}
+# Argument kinds; must match ArgKind in shim.cpp. LOCAL is a work_group_memory<char[]>
+# parameter whose value is its byte count: the runtime gives each work-group that much.
+PTR, I32, I64, F32, LOCAL = 0, 1, 2, 3, 4
+_CTYPE = {I32: ctypes.c_int32, I64: ctypes.c_int64, F32: ctypes.c_float, LOCAL: ctypes.c_int64}
 
 
 class CompileError(RuntimeError):
@@ -318,7 +320,8 @@ def program(name: str, queue: Queue, options: tuple = ()) -> Program:
 # --------------------------------------------------------------------------- launch
 def launch(queue: Queue, kernel: Kernel, global_size: tuple, local_size: tuple, args: list,
            wait: bool = True) -> None:
-    """Run ``kernel`` over nd_range(global_size, local_size); ``args`` are (kind, value)."""
+    """Run ``kernel`` over nd_range(global_size, local_size); ``args`` are (kind, value)
+    (for ``LOCAL``: the work-group memory's byte count, at least 1)."""
     nd = len(global_size)
     if not 1 <= nd <= 3 or len(local_size) != nd:
         raise LaunchError(f"{kernel.name}: nd-range must have 1-3 dimensions with matching "
@@ -333,6 +336,10 @@ def launch(queue: Queue, kernel: Kernel, global_size: tuple, local_size: tuple, 
     if wg > kernel.max_work_group:
         raise LaunchError(f"{kernel.name}: work-group of {wg} work-items exceeds the kernel's "
                           f"limit of {kernel.max_work_group} on this device")
+    for i, (k, v) in enumerate(args):
+        if k == LOCAL and not (isinstance(v, int) and v >= 1):
+            raise LaunchError(f"{kernel.name}: argument {i} (work-group memory) must be a "
+                              f"positive byte count, got {v!r}")
     n = len(args)
     kinds = (ctypes.c_int * n)(*[k for k, _ in args])
     holders = [ctypes.c_void_p(v) if k == PTR else _CTYPE[k](v) for k, v in args]

@@ -48,14 +48,17 @@ std::vector<std::string> split_lines(const char *text) {
   return out;
 }
 
-// Argument kinds of xv_launch; must match _ARG_KINDS in xvendor/xpu/shim.py.
-enum ArgKind : int { ARG_PTR = 0, ARG_I32 = 1, ARG_I64 = 2, ARG_F32 = 3 };
+// Argument kinds of xv_launch; must match the kinds in xvendor/xpu/runtime.py.
+// ARG_LOCAL: a `work_group_memory<char[]>` parameter; the value is its byte count (int64),
+// allocated per work-group by the runtime at launch (CUDA's dynamic shared memory).
+enum ArgKind : int { ARG_PTR = 0, ARG_I32 = 1, ARG_I64 = 2, ARG_F32 = 3, ARG_LOCAL = 4 };
 }  // namespace
 
 extern "C" {
 
-// Bumped when a signature below changes; shim.py refuses a library with another value.
-int xv_abi_version() { return 1; }
+// Bumped when a signature or an argument kind below changes; shim.py refuses a library
+// with another value. 2: ARG_LOCAL.
+int xv_abi_version() { return 2; }
 
 int xv_sycl_compiler_version() { return __SYCL_COMPILER_VERSION; }
 
@@ -138,7 +141,8 @@ long long xv_kernel_max_wg(void *queue_ref, void *kernel) {
 
 // Launch an nd-range of `ndim` (1..3) dimensions, sizes in SYCL order (last = fastest).
 // Arguments: kinds[i] in ArgKind, values[i] points to the value (for ARG_PTR: to the
-// pointer). wait != 0 blocks until the kernel finished and reports asynchronous errors.
+// pointer; for ARG_LOCAL: to the int64 byte count, which must be positive). wait != 0
+// blocks until the kernel finished and reports asynchronous errors.
 int xv_launch(void *queue_ref, void *kernel, int ndim, const size_t *global,
               const size_t *local, int n_args, const int *kinds,
               const void *const *values, int wait) {
@@ -152,6 +156,13 @@ int xv_launch(void *queue_ref, void *kernel, int ndim, const size_t *global,
           case ARG_I32: h.set_arg(i, *static_cast<const int32_t *>(values[i])); break;
           case ARG_I64: h.set_arg(i, *static_cast<const int64_t *>(values[i])); break;
           case ARG_F32: h.set_arg(i, *static_cast<const float *>(values[i])); break;
+          case ARG_LOCAL: {
+            const int64_t bytes = *static_cast<const int64_t *>(values[i]);
+            if (bytes < 1) throw std::runtime_error("xv_launch: local memory of < 1 byte");
+            syclex::work_group_memory<char[]> mem(static_cast<size_t>(bytes), h);
+            h.set_arg(i, mem);
+            break;
+          }
           default: throw std::runtime_error("xv_launch: unknown argument kind");
         }
       }

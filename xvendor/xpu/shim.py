@@ -25,7 +25,7 @@ from . import environment
 __all__ = ["ShimError", "load", "library_path", "SOURCE", "ABI_VERSION"]
 
 SOURCE = Path(__file__).with_name("shim.cpp")
-ABI_VERSION = 1  # must equal xv_abi_version() in shim.cpp
+ABI_VERSION = 2  # must equal xv_abi_version() in shim.cpp
 _lock = threading.Lock()
 _lib: list = []
 

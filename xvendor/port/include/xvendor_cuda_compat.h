@@ -28,6 +28,7 @@
 #include <sycl/atomic_fence.hpp>
 #include <sycl/atomic_ref.hpp>
 #include <sycl/builtins.hpp>
+#include <sycl/ext/oneapi/experimental/work_group_memory.hpp>
 #include <sycl/group_algorithm.hpp>
 
 #include <cfloat>
@@ -81,13 +82,17 @@ inline dim3_ grid_dim() {
 inline int lane_id() { return int(warp().get_local_linear_id()); }
 inline int warp_size() { return int(warp().get_max_local_range()[0]); }
 
-// Dynamic shared memory (`extern __shared__`): the launcher hands each work-group its slice
-// of a scratch buffer; the kernel wrapper stores the slice's address here once.
+// Dynamic shared memory (`extern __shared__`): the kernel wrapper takes a trailing
+// work_group_memory<char[]> parameter, sized by the launch, and stores its address here
+// once, so every `extern __shared__` declaration (in the kernel or a device function it
+// calls) sees the same work-group local memory, as in CUDA.
 inline syclex::work_group_static<char *> dyn_smem_base;
-inline void set_dyn_smem(char *scratch, int64_t bytes_per_group) {
+inline void set_dyn_smem(const syclex::work_group_memory<char[]> &mem) {
   auto it = item();
-  if (it.get_local_linear_id() == 0)
-    dyn_smem_base = scratch + int64_t(it.get_group_linear_id()) * bytes_per_group;
+  if (it.get_local_linear_id() == 0) {
+    char(&bytes)[] = mem;
+    dyn_smem_base = bytes;
+  }
   sycl::group_barrier(it.get_group());
 }
 inline char *dyn_smem() { return dyn_smem_base; }
