@@ -58,7 +58,10 @@ def test_predicted_winners_export_marked_and_flydsl_loads_them(tmp_path, capsys)
     assert cli.main(["tune", "--export-flydsl", str(out), "--arch", "gfx950"]) == 0
     assert "(predicted)" in capsys.readouterr().out
     paths = sorted(out.glob("*.json"))
-    assert len(paths) == 11  # one per shipped shape
+    assert len(paths) == _shipped_count("gfx950") == 22
+    names = {json.loads(p.read_text())["identity"]["name"] for p in paths}
+    assert names == {"xvendor-gemm", "xvendor-grouped-mm", "xvendor-rms-norm",
+                     "xvendor-rms-norm-backward", "xvendor-topk"}
     data = [json.loads(p.read_text()) for p in paths]
     assert {d["provenance"]["kind"] for d in data} == {"predicted"}
     assert {d["identity"]["device"]["arch"] for d in data} == {"gfx950"}
@@ -88,4 +91,12 @@ def test_nothing_to_export_is_refused_and_writes_nothing(tmp_path, capsys):
     assert "CU count" in capsys.readouterr().out and not out.exists()
     assert cli.main(["tune", "--export-flydsl", str(out), "--arch", "gfx1250",
                      "--cus", "256", "--product", "AMD Instinct MI455X"]) == 0
-    assert len(list(out.glob("*.json"))) == 11
+    assert len(list(out.glob("*.json"))) == _shipped_count("gfx1250")
+
+
+def _shipped_count(arch: str) -> int:
+    """The shipped FlyDSL predictions of ``arch``: one per GEMM-family shape and one per
+    memory-bound shape (rms_norm, rms_norm_backward, topk)."""
+    from xvendor.rocm import tunable
+    from xvendor.tuning import shipped
+    return len(shipped.SHAPES) + len(tunable.SHAPES)

@@ -354,16 +354,15 @@ def test_the_tuners_gate_checks_scaled_outputs_against_their_oracle():
     from xvendor.tuning import tuner
     args = _mm_args(torch.float8_e4m3fn, torch.float8_e4m3fn, MX)
     good = reference.scaled_mm(*args)
-    assert tuner._gate("scaled_mm", good, tuner._oracle("scaled_mm", args), torch.bfloat16) is None
+    assert tuner.gate("scaled_mm", good, tuner.oracle("scaled_mm", args), args) is None
     bad_scale = args[2].clone()
     bad_scale.view(torch.uint8)[0, 0] += 1  # one E8M0 block scaled 2x
     bad = reference.scaled_mm(args[0], args[1], bad_scale, *args[3:])
-    assert "gate failed" in tuner._gate("scaled_mm", bad, tuner._oracle("scaled_mm", args),
-                                        torch.bfloat16)
+    assert "gate failed" in tuner.gate("scaled_mm", bad, tuner.oracle("scaled_mm", args), args)
     g = torch.Generator().manual_seed(3)
     offs = torch.tensor([30, 30, 100], dtype=torch.int32)
     a, sa = xvendor.quantize(torch.randn(100, 64, generator=g), torch.float8_e4m3fn, "mx")
     w, sw = xvendor.quantize(torch.randn(3, 48, 64, generator=g), torch.float8_e4m3fn, "mx")
     gargs = (a, w.transpose(1, 2), sa, MX.value, sw, MX.value, offs, 0, 0, torch.bfloat16)
-    assert tuner._gate("scaled_grouped_mm", reference.scaled_grouped_mm(*gargs),
-                       tuner._oracle("scaled_grouped_mm", gargs), torch.bfloat16) is None
+    assert tuner.gate("scaled_grouped_mm", reference.scaled_grouped_mm(*gargs),
+                      tuner.oracle("scaled_grouped_mm", gargs), gargs) is None

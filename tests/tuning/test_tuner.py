@@ -85,3 +85,50 @@ def test_capture_then_tune_from_the_capture_file(tmp_path, monkeypatch, capsys):
     assert cli.main(["tune", "--from", str(path), "--backend", "cpublocked"]) == 0
     assert "gemm NN M~128 N=40 K=64" in capsys.readouterr().out
     serve.clear_capture()
+
+
+def test_the_gate_is_the_ops_own_spec_for_scaled_ops_too():
+    """Kernel arguments are split into the op's (args, kwargs) (the scaled ops' swizzles and
+    output dtype are keyword-only) and judged by the op's error hook: the reference passes,
+    5% off fails (bf16 tolerance 1.6e-2), the wrong output dtype fails."""
+    import xvendor
+    from torch.nn.functional import ScalingType
+
+    from xvendor import reference
+    mx = ScalingType.BlockWise1x32.value
+    g = torch.Generator().manual_seed(3)
+    offs = torch.tensor([30, 30, 100], dtype=torch.int32)
+    a, sa = xvendor.quantize(torch.randn(100, 64, generator=g), torch.float8_e4m3fn, "mx")
+    w, sw = xvendor.quantize(torch.randn(3, 48, 64, generator=g), torch.float8_e4m3fn, "mx")
+    args = (a, w.transpose(1, 2), sa, mx, sw, mx, offs, 0, 0, torch.bfloat16)
+    pos, kw = tuner.split_args("scaled_grouped_mm", args)
+    assert len(pos) == 7 and kw["output_dtype"] is torch.bfloat16
+    ref = tuner.oracle("scaled_grouped_mm", args)
+    good = reference.scaled_grouped_mm(*args)
+    assert tuner.gate("scaled_grouped_mm", good, ref, args) is None
+    assert "gate failed" in tuner.gate("scaled_grouped_mm", good * 1.05, ref, args)
+    assert "gate failed" in tuner.gate("scaled_grouped_mm", good.float(), ref, args)
+
+
+def test_a_rank_hook_that_declines_leaves_the_gemm_family_to_the_model():
+    """``rank`` returning None (the FlyDSL tunable's answer for GEMMs) means the analytical
+    model prunes and ranks, exactly as for a tunable without the hook."""
+    class Declines:
+        def __init__(self):
+            self.asked = []
+
+        def candidates(self, op, info, key):
+            return cpu_tunable.TUNABLE.candidates(op, info, key)
+
+        def rank(self, op, info, key, cands):
+            self.asked.append(op)
+
+    info = devices.detect("cpu")
+    key = key_for("gemm", "*", info.arch, info.cu_count, info.product,
+                  (torch.empty(128, 64), torch.empty(64, 128), None, None))
+    t = Declines()
+    cands = t.candidates("gemm", info, key)
+    got = tuner.rank_candidates("gemm", t, info, key, cands)
+    want = tuner.rank_candidates("gemm", cpu_tunable.TUNABLE, info, key, cands)
+    assert t.asked == ["gemm"] and got == want and got[2] == tuner.MODEL_NAME
+    assert "256x256" in got[1]  # pruned by the model: tile larger than the problem

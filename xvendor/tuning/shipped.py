@@ -9,6 +9,12 @@ ranking step, which is as far as it goes without the chip. The top prediction pe
 per-backend config entries only: a prediction never makes a backend the dispatch default
 (that needs a measurement, ``xvendor tune`` on the chip, which then overrides them).
 
+FlyDSL's memory-bound ops (rms_norm, rms_norm_backward, topk) are added the same way for the
+shapes of ``xvendor.rocm.tunable.SHAPES``: their templates' compile records (no spills, no
+scratch, LDS within limit, vector accesses as wide as the config), pruned by what the kernel
+takes, ranked by that tunable's memory-bound model (``predicted_entries``), under the same
+``rows`` problem keys as ``xvendor tune --shape rms_norm:RxH`` writes.
+
 "anycu" tables apply to every CU count of that exact arch (gfx1250's CU count is not
 published); entries measured on a device always take precedence.
 
@@ -52,7 +58,17 @@ def _records(toolchain: str, arch: str, template: str) -> list[dict]:
     return [r for r in sweep(toolchain, [arch], "all") if r.get("template") == template]
 
 
-def generate(arch: str, records_for=_records, toolchains=TOOLCHAINS) -> dict:
+def _memory_bound(arch: str) -> dict:
+    """FlyDSL's predicted entries of the memory-bound ops for ``arch`` (none where FlyDSL has
+    no config space for it)."""
+    from ..rocm import configs, tunable
+    return tunable.predicted_entries(arch) if arch in configs.NORM_SPACES else {}
+
+
+def generate(arch: str, records_for=_records, toolchains=TOOLCHAINS,
+             memory_bound=_memory_bound) -> dict:
+    """The table of ``arch``: per toolchain and GEMM-family shape, the best prediction; then,
+    with ``flydsl`` among ``toolchains``, ``memory_bound(arch)``'s entries."""
     entries = {}
     for toolchain in toolchains:
         for label, op, layout, m, n, k, groups in SHAPES:
@@ -70,6 +86,8 @@ def generate(arch: str, records_for=_records, toolchains=TOOLCHAINS) -> dict:
                  "from": f"{toolchain} cross-compile records (no spills, LDS within limit, "
                          "matrix instruction present)",
                  "date": datetime.date.today().isoformat()}))
+    if "flydsl" in toolchains:
+        entries.update(memory_bound(arch))
     return {"version": FILE_VERSION, "key_version": KEY_VERSION, "arch": arch, "cus": ANY_CU,
             "entries": entries}
 

@@ -15,6 +15,11 @@ Scaled ops (``scaled_mm``, ``scaled_grouped_mm``): a ``--shape`` ending in ``:RE
 (else ``--scaled RECIPE:AxB``) names the recipe and element formats (NOTE [scaled problem
 keys] in ``problem``), ``--dtype`` the output dtype; captured scaled keys carry theirs.
 
+Memory-bound ops (FlyDSL's ``rms_norm``, ``rms_norm_backward``, ``topk``): ``--shape
+rms_norm:RxH`` / ``rms_norm_backward:RxH`` (R rows of H elements) and ``topk:RxN:K`` (R rows
+of N, the k largest); their keys are ``xvendor.rocm.tunable.problem_key``'s (layout "rows",
+M = rows, N = row length, K = topk's k, exact rows), ranked by the tunable's own model.
+
 ``--arch`` with problems (a chip that is not here): the loop stops after ranking
 (``predict``): candidates, pruning with the real cross-compile records, the analytical
 model; nothing is gated or timed, and each backend's best prediction is stored for
@@ -36,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import devices, registry, shapes
-from . import model, serve, tuner
+from . import serve, tuner
 from .problem import SCALED_OPS, ProblemKey, key_for, scaled_inputs
 from .store import TuningStore, Winner
 
@@ -46,6 +51,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--from", dest="source", help="a capture file (XVENDOR_TUNE=capture)")
     p.add_argument("--shape", action="append", default=[],
                    help="op:MxNxK[:G], e.g. gemm:4096x4096x4096 or grouped_mm:8192x2048x7168:64; "
+                        "memory-bound ops: rms_norm:RxH, rms_norm_backward:RxH, topk:RxN:K; "
                         "scaled ops may end in :RECIPE:AxB (else --scaled), e.g. "
                         "scaled_mm:8192x8192x4096:mx:e2m1xe2m1")
     p.add_argument("--dtype", default="bfloat16", choices=["float32", "float16", "bfloat16"],
@@ -65,7 +71,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--arch", help="a chip of this arch that is not here (its CU count and "
                                   "product from the arch table, or --cus/--product): with "
                                   "--shape, predict (rank without timing) and store the "
-                                  "predictions; with --export-flydsl, export its winners")
+                                  "predictions; with --export-flydsl, export its winners "
+                                  "(after storing the predictions, when both are given)")
     p.add_argument("--cus", type=int, help="with --arch: the chip's compute-unit count")
     p.add_argument("--product", help="with --arch: the chip's product name as torch reports it")
     p.set_defaults(func=main)
@@ -88,6 +95,8 @@ def make_args(key: ProblemKey, device, gen: torch.Generator) -> tuple:
     """
     if key.op in SCALED_OPS:
         return _scaled_args(key, device, gen)
+    if key.op in ROW_OPS:
+        return _row_args(key, device, gen)
     dt = getattr(torch, key.dtype)
     out_dtype = None if key.out_dtype == key.dtype else getattr(torch, key.out_dtype)
 
@@ -118,6 +127,47 @@ def make_args(key: ProblemKey, device, gen: torch.Generator) -> tuple:
     if form == "3Dx3D":
         return (mat(g, m, k, layout=la), mat(g, k, n, layout=lb), None, None, out_dtype)
     raise ValueError(f"unknown grouped_mm form {form!r} (forms: 2Dx3D, 3Dx2D, 2Dx2D, 3Dx3D)")
+
+
+ROW_OPS = ("rms_norm", "rms_norm_backward", "topk")  # keys: layout "rows", M rows of N
+NORM_EPS = 1e-6  # the tuning calls' eps (a typical LLM RMSNorm's)
+
+
+def _row_args(key: ProblemKey, device, gen) -> tuple:
+    """The kernel's positional arguments of a memory-bound op's key: ``key.m`` rows of
+    ``key.n`` fresh normal values (rms_norm: x, an (N,) weight, eps; the backward: grad, x,
+    weight, eps; topk: x, k, the last dim, largest, sorted)."""
+    dt = getattr(torch, key.dtype)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=dt)
+
+    if key.op == "topk":
+        return (rand(key.m, key.n), key.k, -1, True, True)
+    if key.op == "rms_norm":
+        return (rand(key.m, key.n), rand(key.n), NORM_EPS)
+    return (rand(key.m, key.n), rand(key.m, key.n), rand(key.n), NORM_EPS)
+
+
+def _row_key(text: str, op: str, dims: str, rest: list, info, dtype: str) -> ProblemKey:
+    """The key of ``op:RxH`` (rms_norm, rms_norm_backward) or ``topk:RxN:K``."""
+    from ..rocm.tunable import problem_key
+    form = "topk:RxN:K" if op == "topk" else f"{op}:RxH"
+    try:
+        rows, n = (int(x) for x in dims.lower().split("x"))
+        k = int(rest[0]) if op == "topk" and len(rest) == 1 else 0
+        if (op == "topk") != (len(rest) == 1) or len(rest) > 1:
+            raise ValueError(f"{len(rest) + 1} ':'-separated field(s) after the op")
+    except ValueError as e:
+        raise SystemExit(f"xvendor tune: --shape {text!r}: expected {form} ({e})")
+    if rows < 1 or n < 1:
+        raise SystemExit(f"xvendor tune: --shape {text!r}: rows and row length must be >= 1, "
+                         f"got {rows}x{n}")
+    if op == "topk" and not 1 <= k <= n:
+        raise SystemExit(f"xvendor tune: --shape {text!r}: k must be in 1..{n} (the row "
+                         f"length), got {k}")
+    key = problem_key(op, info.arch, rows, n, k, dtype, info.cu_count, info.product)
+    return ProblemKey(**{**key.__dict__, "backend": "*"})
 
 
 _QDTYPES = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
@@ -175,6 +225,10 @@ def _scaled_key(op, m, n, k, groups, info, dtype, scaled) -> ProblemKey:
 
 
 def parse_shape(text: str, info, dtype: str, scaled: str = "mx:e4m3xe4m3") -> ProblemKey:
+    op, _, tail = text.partition(":")
+    if op in ROW_OPS:
+        dims, *rest = tail.split(":")
+        return _row_key(text, op, dims, rest, info, dtype)
     try:
         op, dims, *rest = text.split(":")
         if op in SCALED_OPS and len(rest) >= 2 and scaled_inputs(":".join(rest[-2:])):
@@ -198,7 +252,7 @@ def parse_shape(text: str, info, dtype: str, scaled: str = "mx:e4m3xe4m3") -> Pr
                 torch.empty(max(groups, 1), dtype=torch.int32, device="meta"), None, None)
     else:
         raise SystemExit(f"xvendor tune: --shape {text!r}: op must be gemm, grouped_mm, "
-                         f"scaled_mm or scaled_grouped_mm")
+                         f"scaled_mm, scaled_grouped_mm, rms_norm, rms_norm_backward or topk")
     return key_for(op, "*", info.arch, info.cu_count, info.product, args)
 
 
@@ -226,15 +280,13 @@ def predict(key: ProblemKey, tunable, info) -> tuner.TuneResult:
     best prediction, neither gated nor timed."""
     t0 = time.monotonic()
     cands = tunable.candidates(key.op, info, key)
-    records = [dict(c.record or {"ok": True}, config=c.config, config_name=c.name) for c in cands]
-    kept, dropped = model.prune(records, key.m, key.n, key.k, key.groups)
-    ranked = model.rank(kept, key.m, key.n, key.k, key.groups, key.dtype, info.arch)
+    ranked, dropped, model_name = tuner.rank_candidates(key.op, tunable, info, key, cands)
     configs = {c.name: c.config for c in cands}
     rows = [tuner.Row(n, configs[n], None, None, f"pruned: {why}") for n, why in dropped.items()]
     best = [tuner.Row(r["config_name"], r["config"], us, None,
                       "predicted (no device here: not gated, not timed)") for us, r in ranked]
     return tuner.TuneResult(key, rows + best, best[0] if best else None, None, None,
-                            float("nan"), time.monotonic() - t0)
+                            float("nan"), time.monotonic() - t0, model=model_name)
 
 
 def store_prediction(store: TuningStore, backend: str, res: tuner.TuneResult) -> None:
@@ -242,9 +294,9 @@ def store_prediction(store: TuningStore, backend: str, res: tuner.TuneResult) ->
     w = res.winner
     own = ProblemKey(**{**res.key.__dict__, "backend": backend})
     store.put(own, Winner(backend, w.config, w.name, None, w.predicted_us, {
-        "kind": "predicted", "model": "xvendor.tuning.model v1",
-        "from": f"{backend} cross-compile records (exact instruction, no spills, LDS within "
-                "limit) ranked by the analytical model",
+        "kind": "predicted", "model": res.model,
+        "from": f"{backend} cross-compile records (no spills, LDS within limit, the "
+                f"instructions the template must issue) ranked by {res.model}",
         "date": datetime.date.today().isoformat()}))
     res.stored.append(str(own))
 
@@ -282,10 +334,13 @@ def _predict_all(console, args, keys, info) -> int:
 
 def main(args) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    if args.arch and args.shape and not args.export_flydsl:
+    if args.arch and args.shape:  # a chip not here: predict, then export if asked
         info = _absent_chip(args)
-        return _predict_all(console, args, [parse_shape(s, info, args.dtype, args.scaled)
-                                            for s in args.shape], info)
+        status = _predict_all(console, args, [parse_shape(s, info, args.dtype, args.scaled)
+                                              for s in args.shape], info)
+        if args.export_flydsl:
+            status = _export(console, args, info, None, [], status) or status
+        return status
     device = torch.device(args.device) if args.device else devices._default_device()
     info = registry.device_info(device)
     keys = [parse_shape(s, info, args.dtype, args.scaled) for s in args.shape]

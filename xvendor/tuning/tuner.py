@@ -5,7 +5,19 @@ an object with
     candidates(op, info, key) -> list[Candidate]      the config space for this chip
     run(op, config, args) -> output                   one launch with that config
 (``registry.tunable(name)`` loads it). Each candidate may carry its cross-compile record
-(for pruning).
+(for pruning). A tunable may also rank its own ops:
+    rank(op, info, key, candidates) -> ((predicted µs, record) best first, {name: why
+                                         dropped}), or None where it leaves ranking to
+                                         ``model`` (the GEMM family)
+(the FlyDSL tunable's memory-bound model for rms_norm, rms_norm_backward and topk). An op
+that neither the tunable nor ``model`` can rank is refused (``ValueError``), never ranked
+with a GEMM model that knows nothing of it.
+
+The gate is the op's own ``OpSpec`` (``xvendor.ops.SPECS[op]``): its fp64 ``oracle`` and,
+where the op has one, its ``error`` hook, read as ``xvendor check`` reads them: the error
+must be within ``numerics.TOLERANCE`` of the output dtype. Normalized hooks (scaled GEMMs,
+rms_norm_backward, quantize) return 0 within tolerance and > 1 outside, so they pass and
+fail the same way; topk's hook returns a plain normwise error, compared with the tolerance.
 
 NOTE [tuning loop]: candidates -> static pruning (compile records, tile fit) -> analytical
 ranking -> top-k -> for each, the correctness gate (the output against the fp64 oracle on
@@ -25,11 +37,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import devices
-from .. import numerics as oracle
+from .. import devices, numerics
 from . import model
 from .problem import ProblemKey
 from .store import TuningStore, Winner
+
+
+MODEL_OPS = ("gemm", "grouped_mm", "scaled_mm", "scaled_grouped_mm")  # what ``model`` ranks
+MODEL_NAME = "xvendor.tuning.model v1"
 
 
 @dataclass
@@ -58,6 +73,7 @@ class TuneResult:
     rank_correlation: float
     seconds: float
     stored: list = field(default_factory=list)
+    model: str = MODEL_NAME  # what ranked the candidates
 
 
 def time_us(fn, argsets: list, device: torch.device, warmup: int = 2, reps: int = 7) -> float:
@@ -83,21 +99,72 @@ def time_us(fn, argsets: list, device: torch.device, warmup: int = 2, reps: int 
     return statistics.median(samples)
 
 
-def _oracle(op, args):
-    """The fp64 oracle of one call's arguments (the op's own argument order)."""
-    if op == "scaled_mm":
-        a, b, sa, ra, sb, rb, _, _, bias, _ = args
-        return oracle.scaled_mm(a, b, sa, ra, sb, rb, bias)
-    if op == "scaled_grouped_mm":
-        a, b, sa, ra, sb, rb, offs = args[:7]
-        return oracle.scaled_grouped_mm(a, b, sa, ra, sb, offs)
-    return oracle.gemm(*args[:3]) if op == "gemm" else oracle.grouped_mm(*args[:4])
+def split_args(op: str, args: tuple) -> tuple[tuple, dict]:
+    """A kernel's positional arguments (the op's parameters but ``backend``, in order) as
+    the op's own (args, kwargs): keyword-only parameters (the scaled GEMMs' swizzles, bias,
+    output dtype) go by name, as the op's oracle and error hook take them."""
+    import inspect
+
+    from ..ops import SPECS
+    params = [p for p in inspect.signature(SPECS[op].function).parameters.values()
+              if p.name != "backend"]
+    pos, kw = [], {}
+    for p, v in zip(params, args):
+        (kw.__setitem__(p.name, v) if p.kind is p.KEYWORD_ONLY else pos.append(v))
+    return tuple(pos), kw
 
 
-def _gate(op, out, ref, out_dtype) -> str | None:
-    err = oracle.rel_error(out, ref)
-    tol = oracle.TOLERANCE[out_dtype]
-    return None if err <= tol else f"gate failed: rel. error {err:.2e} > {tol:.0e}"
+def output_dtype(args: tuple, kwargs: dict) -> torch.dtype:
+    """The dtype the gate's tolerance is taken for: the call's out_dtype / output_dtype
+    where it names one, else the first argument's (``xvendor check``'s rule)."""
+    for name in ("out_dtype", "output_dtype"):
+        if isinstance(kwargs.get(name), torch.dtype):
+            return kwargs[name]
+    last = args[-1] if args else None
+    return last if isinstance(last, torch.dtype) else args[0].dtype
+
+
+def gate(op: str, out, expected, args: tuple) -> str | None:
+    """None when ``out`` passes the op's correctness check against ``expected`` (its fp64
+    oracle on ``args``, the kernel's positional arguments), else why it failed."""
+    from ..ops import SPECS
+    spec = SPECS[op]
+    pos, kw = split_args(op, args)
+    tol = numerics.TOLERANCE[output_dtype(pos, kw)]
+    if spec.error is not None:  # the op's own comparison: dtypes, shapes and values
+        err = spec.error(out, expected, pos, kw)
+    elif not isinstance(out, torch.Tensor) or out.dtype != output_dtype(pos, kw) \
+            or tuple(out.shape) != tuple(expected.shape):
+        err = float("inf")
+    else:
+        err = numerics.rel_error(out, expected)
+    return None if err <= tol else f"gate failed: error {err:.2e} > {tol:.0e}"
+
+
+def oracle(op: str, args: tuple):
+    """The fp64 answer of one call given as the kernel's positional arguments."""
+    from ..ops import SPECS
+    pos, kw = split_args(op, args)
+    return SPECS[op].oracle(*pos, **kw)
+
+
+def rank_candidates(op: str, tunable, info: devices.DeviceInfo, key: ProblemKey,
+                    cands: list) -> tuple[list, dict, str]:
+    """((predicted µs, record) best first, {name: why dropped}, the model's name): the
+    tunable's own ``rank`` where it ranks ``op``, else ``model``'s prune and rank (the GEMM
+    family); ``ValueError`` for an op neither ranks."""
+    r = tunable.rank(op, info, key, cands) if hasattr(tunable, "rank") else None
+    if r is not None:
+        ranked, dropped = r
+        return ranked, dropped, getattr(tunable, "MODEL_NAME", None) \
+            or f"{type(tunable).__module__} rank"
+    if op not in MODEL_OPS:
+        raise ValueError(f"{type(tunable).__module__} does not rank {op!r} and the analytical "
+                         f"model covers only {', '.join(MODEL_OPS)}")
+    records = [dict(c.record or {"ok": True}, config=c.config, config_name=c.name) for c in cands]
+    kept, dropped = model.prune(records, key.m, key.n, key.k, key.groups)
+    return model.rank(kept, key.m, key.n, key.k, key.groups, key.dtype, info.arch), dropped, \
+        MODEL_NAME
 
 
 def provenance(info: devices.DeviceInfo, versions: dict) -> dict:
@@ -112,16 +179,13 @@ def tune(op: str, backend: str, tunable, info: devices.DeviceInfo, key: ProblemK
          versions: dict | None = None, progress=None) -> TuneResult:
     t0 = time.monotonic()
     cands = tunable.candidates(op, info, key)
-    records = [dict(c.record or {"ok": True}, config=c.config, config_name=c.name) for c in cands]
-    kept, dropped = model.prune(records, key.m, key.n, key.k, key.groups)
-    ranked = model.rank(kept, key.m, key.n, key.k, key.groups, key.dtype, info.arch)
+    ranked, dropped, model_name = rank_candidates(op, tunable, info, key, cands)
     by_name = {c.name: c for c in cands}
     rows = [Row(n, by_name[n].config, None, None, f"pruned: {why}") for n, why in dropped.items()]
     ranked_rows = [Row(r["config_name"], r["config"], pred) for pred, r in ranked]
     rows += ranked_rows
     args0 = argsets[0]
-    out_dtype = args0[-1] or args0[0].dtype
-    ref = _oracle(op, args0)
+    ref = oracle(op, args0)
     from .. import reference
     aten = getattr(reference, op)
     aten_us = time_us(aten, argsets, info.device)
@@ -132,7 +196,7 @@ def tune(op: str, backend: str, tunable, info: devices.DeviceInfo, key: ProblemK
             row.status = "not timed (time budget spent)"
             continue
         try:
-            why = _gate(op, tunable.run(op, row.config, args0), ref, out_dtype)
+            why = gate(op, tunable.run(op, row.config, args0), ref, args0)
         except Exception as e:  # a config that crashes is a failed gate, not a crashed tune
             why = f"gate failed: {type(e).__name__}: {e}"
         if why:
@@ -149,7 +213,7 @@ def tune(op: str, backend: str, tunable, info: devices.DeviceInfo, key: ProblemK
     both = [r for r in timed if r.predicted_us is not None]
     rho = model.rank_correlation([r.predicted_us for r in both], [r.measured_us for r in both])
     res = TuneResult(key, rows, winner, aten_us, default.measured_us if default else None, rho,
-                     time.monotonic() - t0)
+                     time.monotonic() - t0, model=model_name)
     if winner is not None:
         prov = provenance(info, versions or {})
         w = Winner(backend, winner.config, winner.name, winner.measured_us, winner.predicted_us,
