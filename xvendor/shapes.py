@@ -61,6 +61,24 @@ def gemm_class(a, b, bias=None, out_dtype=None) -> tuple:
             a.shape[1], 0, _dtype_name(out_dtype or a.dtype))
 
 
+def rows_class(x, n: int, k: int = 0) -> tuple:
+    """The shape class of a row-wise op over rows of ``n`` elements (``k``: topk's k)."""
+    rows = x.numel() // n if n else 0
+    return ("rows", m_bucket(rows), n, k, 0, _dtype_name(x.dtype))
+
+
+def rms_norm_class(x, weight=None, eps=None) -> tuple:
+    return rows_class(x, x.shape[-1] if x.dim() else 1)
+
+
+def rms_norm_backward_class(grad, x, weight=None, eps=None) -> tuple:
+    return rms_norm_class(x)
+
+
+def topk_class(x, k, dim=-1, largest=True, sorted=True) -> tuple:
+    return rows_class(x, x.shape[dim] if x.dim() else 1, k)
+
+
 def grouped_mm_class(a, b, offs=None, bias=None, out_dtype=None) -> tuple:
     """The shape class of ``grouped_mm(a, b, offs, bias, out_dtype)``."""
     groups = grouped_sizes(a, b, offs)[0]

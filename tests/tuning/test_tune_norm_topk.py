@@ -58,7 +58,8 @@ def test_make_args_are_fresh_inputs_the_op_and_its_oracle_take(op):
     key = parse_shape({"topk": "topk:37x1001:9"}.get(op, f"{op}:37x1001"), info, "float32")
     gen = torch.Generator().manual_seed(0)
     args, again = make_args(key, torch.device("cpu"), gen), make_args(key, "cpu", gen)
-    assert args[0].shape == (37, 1001) and args[0].dtype == torch.float32
+    # the key holds the row bucket (37 rows -> 64, as GEMM keys bucket M): inputs are its size
+    assert args[0].shape == (64, 1001) and args[0].dtype == torch.float32
     assert args[0].std() > 0.5 and not torch.equal(args[0], again[0])  # random, fresh
     if op == "topk":
         assert args[1:] == (9, -1, True, True)
@@ -238,3 +239,59 @@ def test_a_backend_that_cannot_rank_the_op_is_skipped_with_its_reason(tmp_path, 
                    "--backend", "sycl", "--device", "cpu"])
     out = capsys.readouterr().out
     assert rc == 1 and "skipped" in out and "does not rank 'rms_norm'" in out, out
+
+
+@pytest.mark.l0
+def test_a_stored_memory_bound_winner_reaches_the_kernel_for_its_shape_class_only(tmp_path,
+                                                                                 monkeypatch):
+    """rms_norm, its backward and topk have shape classes (rows bucketed like GEMM's M), so a
+    tuned config is served to the calls of its class and to no other."""
+    import sys
+    import types
+
+    import xvendor
+    from xvendor import registry
+    from xvendor.ops import rms_norm, rms_norm_backward, topk
+    from xvendor.tuning import serve
+    from xvendor.tuning.problem import SHAPE_CLASS, from_shape_class
+    from xvendor.tuning.store import Winner
+    monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
+    mod = types.ModuleType("xvendor_test_tunedrows")
+    mod.CONFIGS = []
+
+    def kernel(op):
+        def run(*args, config=None):
+            mod.CONFIGS.append((op, config))
+            return getattr(reference, op)(*args)
+        return run
+    ops = ("rms_norm", "rms_norm_backward", "topk")
+    mod.KERNELS = {op: kernel(op) for op in ops}
+    sys.modules[mod.__name__] = mod
+    try:
+        xvendor.register(registry.Backend(name="tunedrows", module=mod.__name__, ops=set(ops),
+                                          device_types={"cpu"}))
+        info = devices.detect("cpu")
+        g = torch.Generator().manual_seed(7)
+        x, w = torch.randn(200, 96, generator=g), torch.randn(96, generator=g)
+        calls = {"rms_norm": (x, w, None), "rms_norm_backward": (torch.randn_like(x), x, w, None),
+                 "topk": (x, 5, -1, True, True)}
+        store = TuningStore(info.arch, info.cu_count)
+        for i, (op, args) in enumerate(calls.items()):
+            key = from_shape_class(op, "tunedrows", info.arch, info.cu_count, info.product,
+                                   x.dtype, SHAPE_CLASS[op](*args))
+            store.put(key, Winner("tunedrows", {"vec": i}, f"v{i}", 1.0,
+                                  provenance={"kind": "measured", "device": "cpu"}))
+        registry.reset()  # a table now exists: the hook installs its lookup
+        x2 = torch.randn(250, 96, generator=g)  # 250 rows: the same bucket (256) as 200
+        rms_norm(x2, w, backend="tunedrows")
+        rms_norm_backward(torch.randn_like(x2), x2, w, backend="tunedrows")
+        topk(x2, 5, backend="tunedrows")
+        assert mod.CONFIGS == [("rms_norm", {"vec": 0}), ("rms_norm_backward", {"vec": 1}),
+                               ("topk", {"vec": 2})]
+        rms_norm(torch.randn(200, 64), None, backend="tunedrows")  # another hidden size
+        topk(x2, 6, backend="tunedrows")  # another k
+        assert mod.CONFIGS[3:] == [("rms_norm", None), ("topk", None)]
+    finally:
+        sys.modules.pop(mod.__name__, None)
+        serve.clear_capture()
+        registry.reset(configuration=True)

@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import numerics, registry
+from .. import numerics, registry, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
                       check_tensor, define, fast_path_open, needs_grad)
@@ -194,6 +194,8 @@ def _backward_error(out, expected, args, kwargs) -> float:
     return 0.0 if ratio <= 1 else ratio
 
 
-SPEC = define(OpSpec(OP, rms_norm, check, oracle=numerics.rms_norm, cases=_cases))
+SPEC = define(OpSpec(OP, rms_norm, check, oracle=numerics.rms_norm, cases=_cases,
+                     shape_class=shapes.rms_norm_class))
 BACKWARD_SPEC = define(OpSpec(BWD, rms_norm_backward, check_backward, oracle=backward_oracle,
-                              cases=_backward_cases, error=_backward_error))
+                              cases=_backward_cases, error=_backward_error,
+                              shape_class=shapes.rms_norm_backward_class))

@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import numerics
+from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
                       fast_path_open)
@@ -98,4 +98,4 @@ def _error(out, expected, args, kwargs) -> float:
 SPEC = define(OpSpec(
     OP, topk, check,
     oracle=lambda x, k, dim=-1, largest=True, sorted=True: numerics.topk_values(x, k, dim, largest),
-    cases=_cases, error=_error))
+    cases=_cases, error=_error, shape_class=shapes.topk_class))

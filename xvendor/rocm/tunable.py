@@ -44,7 +44,7 @@ from dataclasses import asdict
 
 import torch
 
-from .. import archs
+from .. import archs, shapes
 from ..tuning.problem import ProblemKey
 from ..tuning.store import Winner
 from ..tuning.sweep import plan, sweep, toolchain
@@ -80,8 +80,10 @@ SHAPES = [
 
 def problem_key(op: str, arch: str, rows: int, n: int, k: int = 0, dtype: str = "bfloat16",
                 cus: int = ANY_CU, product: str = "*") -> ProblemKey:
-    """The tuning key of a memory-bound op: M = rows, N = row length (hidden), K = topk's k."""
-    return ProblemKey(op, "flydsl", arch, cus, product, dtype, dtype, LAYOUT, rows, n, k, 0)
+    """The tuning key of a memory-bound op: M = rows (bucketed as the ops' shape classes
+    bucket them, ``xvendor.shapes.rows_class``), N = row length (hidden), K = topk's k."""
+    return ProblemKey(op, "flydsl", arch, cus, product, dtype, dtype, LAYOUT,
+                      shapes.m_bucket(rows), n, k, 0)
 
 
 def compiled_records(arch: str, op: str, cache_dir=None) -> list[dict]:

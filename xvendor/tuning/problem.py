@@ -43,6 +43,8 @@ def _scaled_class(op):
 
 # What each tuned op's shape class is computed with (the ops use the same functions).
 SHAPE_CLASS = {"gemm": shapes.gemm_class, "grouped_mm": shapes.grouped_mm_class,
+               "rms_norm": shapes.rms_norm_class,
+               "rms_norm_backward": shapes.rms_norm_backward_class, "topk": shapes.topk_class,
                **{op: _scaled_class(op) for op in SCALED_OPS}}
 
 
