@@ -178,10 +178,12 @@ _BUILTIN = (
                      "(cuBLAS) stays the default on NVIDIA",
             probe="xvendor.triton.backend:probe", tunable="xvendor.triton.tunable:TUNABLE"),
     Backend(name="flydsl", module="xvendor.rocm.backend",
-            ops={"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk"},
+            ops={"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk", "scaled_mm"},
             device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
             dtypes={torch.float16, torch.bfloat16},
-            op_dtypes={"topk": {torch.float16, torch.bfloat16, torch.float32}},  # router logits
+            # topk: fp32 router logits; scaled_mm: decided on its output dtype (bf16 only)
+            op_dtypes={"topk": {torch.float16, torch.bfloat16, torch.float32},
+                       "scaled_mm": {torch.bfloat16}},
             # rms_norm and topk stay on request: torch's FlyDSL RMSNorm/topk beat ATen on gfx950
             # above shape gates in its own PRs (190843, 191447, 191164, 193548), but those
             # are its kernels, not ours, and say nothing of gfx1250; a default needs a

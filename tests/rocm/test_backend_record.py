@@ -12,10 +12,11 @@ pytestmark = pytest.mark.l0
 def test_record_defaults_only_where_there_is_evidence():
     rec = registry.backends()["flydsl"]
     assert rec.archs == {"gfx950", "gfx1250"} and rec.vendors == {"amd"}
-    assert rec.ops == {"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk"}
+    assert rec.ops == {"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk", "scaled_mm"}
     assert set(backend.KERNELS) == rec.ops
     assert rec.dtypes == {torch.bfloat16, torch.float16}
-    assert rec.op_dtypes == {"topk": {torch.bfloat16, torch.float16, torch.float32}}
+    assert rec.op_dtypes == {"topk": {torch.bfloat16, torch.float16, torch.float32},
+                             "scaled_mm": {torch.bfloat16}}
     # rms_norm and topk: on request only (the public gfx950 numbers are for torch's own FlyDSL
     # kernels above shape gates, not for these kernels; nothing for gfx1250)
     assert rec.defaults == {"gemm": {"gfx950"}, "grouped_mm": {"gfx950"}}  # none on gfx1250
@@ -146,3 +147,30 @@ def test_rms_norm_backward_gate_identity_is_one_per_compiled_specialization():
     # the forward's identity never vouches for the backward
     assert backend.gate_identity("rms_norm", info, torch.bfloat16, (x, _bf16(4096), 1e-6),
                                  None) != idents["bf16 w"]
+
+
+def test_scaled_mm_is_served_on_request_with_one_gate_verdict_per_format_and_recipe():
+    """On a (hypothetical) gfx950 flydsl serves scaled_mm only when asked, bf16 out only; the
+    gate keys MX e4m3, MX e2m1 and RowWise e4m3 apart."""
+    from torch.nn.functional import ScalingType
+
+    import xvendor
+    from xvendor import devices
+    e4, fp4, mx, rw = (torch.float8_e4m3fn, torch.float4_e2m1fn_x2, ScalingType.BlockWise1x32,
+                       ScalingType.RowWise)
+    a, sa = xvendor.quantize(torch.randn(64, 128), e4, "mx")
+    w, sw = xvendor.quantize(torch.randn(32, 128), e4, "mx")
+    args = (a, w.t(), sa, mx, sw, mx)
+    assert xvendor.explain("scaled_mm", *args, arch="gfx950").backend == "aten"  # no default
+    assert xvendor.explain("scaled_mm", *args, arch="gfx950", backend="flydsl").backend == "flydsl"
+    with pytest.raises(xvendor.BackendUnavailable, match="float32 for scaled_mm"):
+        xvendor.explain("scaled_mm", *args, arch="gfx950", backend="flydsl",
+                        output_dtype=torch.float32)
+    a4, sa4 = xvendor.quantize(torch.randn(64, 128), fp4, "mx")
+    w4, sw4 = xvendor.quantize(torch.randn(32, 128), fp4, "mx")
+    ar, sar = xvendor.quantize(torch.randn(64, 128), e4, "rowwise")
+    wr, swr = xvendor.quantize(torch.randn(32, 128), e4, "rowwise")
+    info = devices.hypothetical("gfx950")
+    ids = {backend.gate_identity("scaled_mm", info, torch.bfloat16, call, None)
+           for call in (args, (a4, w4.t(), sa4, mx, sw4, mx), (ar, wr.t(), sar, rw, swr.t(), rw))}
+    assert len(ids) == 3

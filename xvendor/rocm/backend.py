@@ -31,7 +31,7 @@ import functools
 import torch
 
 from .. import devices
-from . import configs, launch, rmsnorm, topk as _topk
+from . import configs, launch, rmsnorm, scaled_configs, scaled_launch, topk as _topk
 
 __all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "rms_norm_backward",
            "rms_norm_residual", "topk", "probe", "gate_identity"]
@@ -88,6 +88,12 @@ def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str
     elif op == "topk":
         cfg = _topk_config(info.arch, args, config)
         template, spec = _topk.specialization(args[:2] + tuple(args[2:4]), cfg, info.arch)
+    elif op == "scaled_mm":
+        cfg = scaled_configs.config_from(config, info.arch)
+        mx = int(getattr(args[3], "value", args[3])) == scaled_launch.MX
+        template = scaled_configs.TEMPLATE if mx else scaled_configs.TEMPLATE_ROWWISE
+        spec = {"fmt": "e4m3" if args[0].dtype == torch.float8_e4m3fn else "e2m1",
+                "out_dtype": "bf16", "recipe": "mx" if mx else "rowwise"}
     else:
         cfg = _config(info.arch, op, config)
         template, spec = launch.specialization(op, args, cfg)
@@ -187,6 +193,18 @@ def topk(x, k, dim=-1, largest=True, sorted=True, *, config=None):
     return _launch(plan, arch, cfg, _topk.build, x.device)
 
 
+def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0,
+              bias=None, output_dtype=torch.bfloat16, *, config=None):
+    """MX (e4m3 or e2m1, E8M0 block-32 scales) and RowWise/TensorWise e4m3 scaled GEMM,
+    bf16 out (``xvendor.rocm.scaled_gfx950`` / ``scaled_gfx1250``); ValueError (aten then
+    serves) for what the templates do not take: bias, other outputs, e5m2, swizzles."""
+    arch = devices.info(a.device).arch
+    cfg = scaled_configs.config_from(config, arch)
+    plan = scaled_launch.plan_scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b,
+                                        swizzle_a, swizzle_b, bias, output_dtype, cfg=cfg)
+    return _launch(plan, arch, cfg, scaled_launch.build, a.device)
+
+
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     arch = devices.info(a.device).arch
     cfg = _config(arch, "grouped_mm", config)
@@ -194,4 +212,4 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
 
 
 KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm,
-           "rms_norm_backward": rms_norm_backward, "topk": topk}
+           "rms_norm_backward": rms_norm_backward, "topk": topk, "scaled_mm": scaled_mm}
