@@ -176,11 +176,22 @@ def compile_one(template: str, arch: str, config: dict) -> dict:
     """Compile ``template`` (or one of its variants) with ``config`` for ``arch`` and return
     the raw artifacts the inspection reads (no judgement here): the sweep's worker entry
     (``xvendor.tuning.workers``, toolchain "flydsl")."""
-    linker.ensure_linker()
     cfg = configs.config_from(template, config)
     plan = plan_for(template, cfg, arch)
+    # norm and select kernels have no matrix instruction to expect
+    return compile_plan(arch, lambda: build_for(template, arch, cfg, plan), plan,
+                        cfg.num_warps, _required(template, arch, cfg, plan),
+                        configs.base_template(template) in configs.TEMPLATES)
+
+
+def compile_plan(arch: str, build, plan, num_warps: int, require: list[str],
+                 expects_mma: bool) -> dict:
+    """Trace ``build()`` -> (launcher, smem bytes, ...) and compile it for ``arch`` by calling
+    the launcher on ``plan``'s placeholder arguments; the raw artifacts the inspection reads
+    (ISA, shared bytes, the checked code object, the instructions it must contain)."""
+    linker.ensure_linker()
     with _compile_env(arch) as dump:  # set before tracing: the MMA choice is made there
-        fn, smem, _ = build_for(template, arch, cfg, plan)
+        fn, smem, _ = build()
         t0 = time.perf_counter()
         fn(*plan.args)
         compile_s = time.perf_counter() - t0
@@ -191,12 +202,10 @@ def compile_one(template: str, arch: str, config: dict) -> dict:
     for elf in objs:
         check_code_object(elf, arch)
     return {
-        "vendor": "amd", "asm": isa, "shared": smem, "num_warps": cfg.num_warps,
+        "vendor": "amd", "asm": isa, "shared": smem, "num_warps": num_warps,
         "compile_s": compile_s, "code_object_bytes": len(objs[0]),
         "code_object_sha256": hashlib.sha256(objs[0]).hexdigest()[:16],
-        "require": _required(template, arch, cfg, plan),
-        # norm and select kernels have no matrix instruction to expect
-        "expects_mma": configs.base_template(template) in configs.TEMPLATES,
+        "require": require, "expects_mma": expects_mma,
     }
 
 

@@ -23,8 +23,6 @@ ISA and ELF read back and checked), returning the raw artifacts for
 
 from __future__ import annotations
 
-import hashlib
-import time
 
 import torch
 
@@ -193,27 +191,9 @@ def compile_mx(arch: str, fmt: str, config: dict | None = None, recipe: str = "m
     """Compile the scaled template for ``arch`` / ``fmt`` / ``recipe`` ("mx" or "rowwise")
     with ``config`` (None: the default) to a real code object; the raw artifacts
     ``xvendor.tuning.resources.inspect`` reads."""
-    from . import linker
-    from .crosscompile import _compile_env, check_code_object, code_objects
-
-    linker.ensure_linker()
+    from .crosscompile import compile_plan
     cfg = scaled_configs.config_from(config, arch)
     plan = representative(fmt, cfg, recipe)
-    with _compile_env(arch) as dump:  # set before tracing: the MMA choice is made there
-        fn, smem, _ = build(cfg, arch=arch, **plan.spec)
-        t0 = time.perf_counter()
-        fn(*plan.args)
-        compile_s = time.perf_counter() - t0
-        isa = next(dump.rglob("*_final_isa.s")).read_text()
-        objs = code_objects(next(dump.rglob("*_gpu_module_to_binary.mlir")).read_text())
-    if not objs:
-        raise RuntimeError("the compile produced no code object")
-    for elf in objs:
-        check_code_object(elf, arch)
-    return {
-        "vendor": "amd", "asm": isa, "shared": smem, "num_warps": cfg.num_warps,
-        "compile_s": compile_s, "code_object_bytes": len(objs[0]),
-        "code_object_sha256": hashlib.sha256(objs[0]).hexdigest()[:16],
-        "require": [scaled_configs.MX_INSTR[arch]],  # the exact instruction, by name
-        "expects_mma": True,
-    }
+    # the exact instruction, by name
+    return compile_plan(arch, lambda: build(cfg, arch=arch, **plan.spec), plan, cfg.num_warps,
+                        [scaled_configs.MX_INSTR[arch]], True)
