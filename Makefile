@@ -1,5 +1,5 @@
 # `make check` runs the main job, `make test` the l0 + l1 tiers. Each sets itself up:
-# a .venv is created when missing and `-e .[all,dev]` installed (skipped while the stamp
+# a .venv is created when missing and `-e .[all,dev,bench]` installed (skipped while the stamp
 # is newer than pyproject.toml).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -16,7 +16,11 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all,dev]'
+	# bench: torchft 0.2.0 (the peer of bench/elastic_ddp.py). NOTE: without its dependencies
+	# (protobuf, opentelemetry) tests/distributed/test_faults.py::test_stale_resumed_...
+	# fails here: the survivors wait ~28 s for the rejoined process, stuck copying a tensor
+	# in _stage; root cause not found yet (an open bug, not a fix).
+	$(PY) -m pip install --quiet -e '.[all,dev,bench]'
 	@touch $(STAMP)
 
 check: $(STAMP)
