@@ -47,25 +47,26 @@ def resolve_config(config) -> configs.Config:
     return config if isinstance(config, configs.Config) else configs.Config(**config)
 
 
-def _launch_setup(device: torch.device, template: str, config=None):
+def _launch_setup(device: torch.device, template: str, config=None, space=configs):
     """(config, Triton backend name or None under the interpreter, persistent programs).
 
     ``config`` (a ``Config.to_dict()``, or a ``Config``) wins; ``None`` means the arch's
-    default, or ``configs.INTERPRETER`` for CPU tensors.
+    default in ``space`` (``configs``, or ``scaled_configs`` for the FP8/MX templates), or
+    ``space.INTERPRETER`` for CPU tensors.
     """
     if device.type == "cpu":
         if not interpreting():
             raise RuntimeError("xvendor triton backend: CPU tensors run only under the Triton "
                                "interpreter; set TRITON_INTERPRET=1 before importing xvendor "
                                "(or move the tensors to a CUDA/ROCm device)")
-        default, name, programs = configs.INTERPRETER, None, 3  # 3: the persistent loop wraps
+        default, name, programs = space.INTERPRETER, None, 3  # 3: the persistent loop wraps
     else:
         info = devices.info(device)
         key = (info.key, template)
         hit = _setups.get(key)
         if hit is None:
             name = None if interpreting() else ("hip" if torch.version.hip else "cuda")
-            hit = _setups[key] = (configs.default(info.arch, template, info.vendor), name,
+            hit = _setups[key] = (space.default(info.arch, template, info.vendor), name,
                                   max(1, info.cu_count))
         default, name, programs = hit
     return (default if config is None else resolve_config(config)), name, programs

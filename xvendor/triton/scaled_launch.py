@@ -16,9 +16,8 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import ScalingType
 
-from .. import devices
-from . import scaled_configs
-from .launch import resolve_config
+from . import launch, scaled_configs
+from .launch import interpreting
 
 __all__ = ["scaled_mm_launch", "scaled_grouped_mm_launch", "scaled_grouped_out_shape",
            "launch_setup", "interpreting", "FORMATS"]
@@ -30,7 +29,6 @@ FORMATS = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2",
 _FP4 = torch.float4_e2m1fn_x2
 
 _kernels = None
-_setups: dict = {}  # (DeviceInfo.key, template) -> (default Config, backend name, programs)
 
 
 def _load():
@@ -42,31 +40,10 @@ def _load():
     return _kernels
 
 
-def interpreting() -> bool:
-    """Whether the scaled templates were built for the Triton interpreter."""
-    from triton.runtime.interpreter import InterpretedFunction
-    return isinstance(_load().scaled_mm_kernel, InterpretedFunction)
-
-
 def launch_setup(device: torch.device, template: str, config=None):
-    """(config, Triton backend name or None under the interpreter, persistent programs);
-    ``config`` (a ``Config`` or its ``to_dict()``) wins over the arch's default."""
-    if device.type == "cpu":
-        if not interpreting():
-            raise RuntimeError("xvendor triton backend: CPU tensors run only under the Triton "
-                               "interpreter; set TRITON_INTERPRET=1 before importing xvendor "
-                               "(or move the tensors to a CUDA/ROCm device)")
-        default, name, programs = scaled_configs.INTERPRETER, None, 3  # 3: the loop wraps
-    else:
-        info = devices.info(device)
-        key = (info.key, template)
-        hit = _setups.get(key)
-        if hit is None:
-            name = None if interpreting() else ("hip" if torch.version.hip else "cuda")
-            hit = _setups[key] = (scaled_configs.default(info.arch, template, info.vendor),
-                                  name, max(1, info.cu_count))
-        default, name, programs = hit
-    return (default if config is None else resolve_config(config)), name, programs
+    """(config, Triton backend name or None under the interpreter, persistent programs):
+    ``xvendor.triton.launch``'s setup over the scaled config spaces."""
+    return launch._launch_setup(device, template, config, space=scaled_configs)
 
 
 def _meta(cfg, backend_name, a, b, recipe) -> dict:
