@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -163,27 +162,9 @@ def tuning_dir(tmp_path, monkeypatch):
     registry.reset(configuration=True)
 
 
-def _recording_backend():
-    """A CPU backend for both scaled ops that records the config each call receives."""
-    mod = types.ModuleType("xvendor_test_tunedscaled")
-    mod.CONFIGS = []
-
-    def kernel(op):
-        def run(*args, config=None):
-            mod.CONFIGS.append((op, config))
-            return getattr(reference, op)(*args)
-        return run
-    mod.KERNELS = {op: kernel(op) for op in ("scaled_mm", "scaled_grouped_mm")}
-    sys.modules[mod.__name__] = mod
-    xvendor.register(registry.Backend(name="tunedscaled", module=mod.__name__,
-                                      ops={"scaled_mm", "scaled_grouped_mm"},
-                                      device_types={"cpu"}))
-    return mod
-
-
 @pytest.mark.l0
-def test_a_stored_winner_reaches_the_kernel_for_its_calls_only(tuning_dir):
-    mod = _recording_backend()
+def test_a_stored_winner_reaches_the_kernel_for_its_calls_only(tuning_dir, recording_backend):
+    mod = recording_backend("tunedscaled", ("scaled_mm", "scaled_grouped_mm"))
     info = devices.detect("cpu")
     mx = _mm_args(E4, E4, MX)
     config = {"block_m": 32, "block_n": 64, "block_k": 128, "num_warps": 4}

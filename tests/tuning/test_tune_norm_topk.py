@@ -242,34 +242,18 @@ def test_a_backend_that_cannot_rank_the_op_is_skipped_with_its_reason(tmp_path, 
 
 
 @pytest.mark.l0
-def test_a_stored_memory_bound_winner_reaches_the_kernel_for_its_shape_class_only(tmp_path,
-                                                                                 monkeypatch):
+def test_a_stored_memory_bound_winner_reaches_the_kernel_for_its_shape_class_only(
+        tmp_path, monkeypatch, recording_backend):
     """rms_norm, its backward and topk have shape classes (rows bucketed like GEMM's M), so a
     tuned config is served to the calls of its class and to no other."""
-    import sys
-    import types
-
-    import xvendor
     from xvendor import registry
     from xvendor.ops import rms_norm, rms_norm_backward, topk
     from xvendor.tuning import serve
     from xvendor.tuning.problem import SHAPE_CLASS, from_shape_class
     from xvendor.tuning.store import Winner
     monkeypatch.setenv("XVENDOR_TUNING_DIR", str(tmp_path))
-    mod = types.ModuleType("xvendor_test_tunedrows")
-    mod.CONFIGS = []
-
-    def kernel(op):
-        def run(*args, config=None):
-            mod.CONFIGS.append((op, config))
-            return getattr(reference, op)(*args)
-        return run
-    ops = ("rms_norm", "rms_norm_backward", "topk")
-    mod.KERNELS = {op: kernel(op) for op in ops}
-    sys.modules[mod.__name__] = mod
+    mod = recording_backend("tunedrows", ("rms_norm", "rms_norm_backward", "topk"))
     try:
-        xvendor.register(registry.Backend(name="tunedrows", module=mod.__name__, ops=set(ops),
-                                          device_types={"cpu"}))
         info = devices.detect("cpu")
         g = torch.Generator().manual_seed(7)
         x, w = torch.randn(200, 96, generator=g), torch.randn(96, generator=g)
@@ -292,6 +276,4 @@ def test_a_stored_memory_bound_winner_reaches_the_kernel_for_its_shape_class_onl
         topk(x2, 6, backend="tunedrows")  # another k
         assert mod.CONFIGS[3:] == [("rms_norm", None), ("topk", None)]
     finally:
-        sys.modules.pop(mod.__name__, None)
         serve.clear_capture()
-        registry.reset(configuration=True)
