@@ -52,9 +52,10 @@ def predicted_residual_us(arch: str, tokens: int, hidden: int) -> tuple[int, flo
     return nbytes, nbytes / (devices.ARCHS[arch].hbm_tbps * 1e12) * 1e6
 
 
-def _module_jobs(module: str, jobs) -> list[dict]:
-    """Compile ``jobs`` ((template, arch, config)) with ``module.compile_one`` in two
-    worker processes (an LLVM abort costs one record, never the script)."""
+def compile_jobs(jobs) -> list[dict]:
+    """Compile ``jobs`` ((template, arch, config)) with the FlyDSL toolchain's
+    ``compile_one`` in two worker processes (an LLVM abort costs one record, never the
+    script). Also used by ``bench/flydsl_topk.py``."""
     from concurrent.futures import ThreadPoolExecutor
 
     from xvendor.tuning.workers import Worker, worker_env
@@ -62,7 +63,7 @@ def _module_jobs(module: str, jobs) -> list[dict]:
 
     def one(i):
         t, a, c = jobs[i]
-        return pool[i % 2].run({"toolchain": module, "template": t, "arch": a,
+        return pool[i % 2].run({"toolchain": "flydsl", "template": t, "arch": a,
                                 "config": c.to_dict()}, 600)
     try:
         with ThreadPoolExecutor(2) as ex:
@@ -76,7 +77,7 @@ def backward_report(shapes) -> None:
     jobs = [(t, a, configs.NORM_BWD_DEFAULTS[a] if t != "rms_norm:residual"
              else configs.default(a, "rms_norm"))
             for a in configs.TARGETS for t in ("rms_norm_bwd", "rms_norm:residual")]
-    recs = _module_jobs("flydsl", jobs)
+    recs = compile_jobs(jobs)
     print("\n| arch | kernel | config | VGPR | SGPR | LDS B | spills | scratch | WG/CU | "
           "vector load/store (count) | reason |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

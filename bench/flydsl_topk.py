@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import datetime
 import platform
-from concurrent.futures import ThreadPoolExecutor
 
+from flydsl_rmsnorm import compile_jobs  # same folder: the two-worker compile of the jobs
 from xvendor import devices
 from xvendor.rocm import configs, rmsnorm, topk
-from xvendor.tuning.workers import Worker, worker_env
 
 ELEM = 2  # bf16
 ROUTER = [(t, e, k) for t in (4096, 16384) for e, k in ((8, 2), (64, 6), (128, 8), (256, 8))]
@@ -37,25 +36,10 @@ def predicted_us(arch: str, rows: int, n: int, k: int, reads: int) -> tuple[int,
     return nbytes, nbytes / (devices.ARCHS[arch].hbm_tbps * 1e12) * 1e6
 
 
-def _compile(jobs) -> list[dict]:
-    pool = [Worker(worker_env(None)) for _ in range(2)]
-
-    def one(i):
-        t, a, c = jobs[i]
-        return pool[i % 2].run({"toolchain": "flydsl", "template": t, "arch": a,
-                                "config": c.to_dict()}, 600)
-    try:
-        with ThreadPoolExecutor(2) as ex:
-            return list(ex.map(one, range(len(jobs))))
-    finally:
-        for w in pool:
-            w.close()
-
-
 def main() -> None:
     jobs = [(f"topk:{form}", a, configs.TOPK_DEFAULTS[a][form])
             for a in configs.TARGETS for form in ("router", "radix")]
-    recs = _compile(jobs)
+    recs = compile_jobs(jobs)
     print(f"# {datetime.date.today()}, {platform.machine()}, flydsl "
           f"{__import__('importlib.metadata').metadata.version('flydsl')}; "
           "no AMD GPU: nothing timed")
