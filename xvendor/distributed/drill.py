@@ -19,6 +19,7 @@ newcomer, while receiving its state).
 from __future__ import annotations
 
 import faulthandler
+import gc
 import hashlib
 import json
 import os
@@ -112,7 +113,7 @@ def train(spec: dict) -> None:
         _write(spec, member, result)
         return
     holder["rg"] = rg
-    calls, recov = [], []
+    calls, recov, rejoined = [], [], False
     while rg.step < spec["steps"]:
         try:
             try:
@@ -131,6 +132,14 @@ def train(spec: dict) -> None:
             rg = rg.rejoin()
             holder["rg"] = rg
             result["members"].append(rg.member)
+            rejoined = True
+        if rejoined:
+            # The excluded object became garbage when the except clause ended: collect it
+            # now, not wherever the collector would run. A group it still held, stuck on
+            # the hung peer, would block this thread in its destructor until gloo's op
+            # timeout (``group._exclude`` hands it to the retirer instead).
+            rejoined = False
+            gc.collect()
     rg.close()
     calls.append(rg.stats["max_call_s"])
     recov += rg.stats["recoveries"]

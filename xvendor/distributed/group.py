@@ -222,12 +222,18 @@ class ResilientGroup:
         if len(inputs) != self.size:
             raise ValueError(f"reduce_scatter: inputs must hold one tensor per rank "
                              f"({self.size}), got {len(inputs)}")
+        if any(x.shape != inputs[0].shape for x in inputs):
+            raise ValueError("reduce_scatter: inputs must all have one shape, got "
+                             f"{[tuple(x.shape) for x in inputs]}")
         ins = [self._stage(x) for x in inputs]
-        out = torch.empty_like(ins[0])
-        o = dist.ReduceScatterOptions()
-        o.reduceOp = _OPS[op]
-        self._run("reduce_scatter", ins, lambda: self.pg.reduce_scatter([out], [ins], o))
-        return out
+        box = {}
+
+        def launch():  # NOTE [gloo reduce_scatter] in dataplane: sliceable on every backend
+            work, box["result"] = dataplane.reduce_scatter(self.pg, self.backend, self.rank,
+                                                           ins, _OPS[op])
+            return work
+        self._run("reduce_scatter", ins, launch)
+        return box["result"]()
 
     def barrier(self) -> None:
         self._run("barrier", [], lambda: self.pg.barrier(dist.BarrierOptions()))
@@ -442,6 +448,14 @@ class ResilientGroup:
         self._retire_current()
         if self.epoch >= 0:
             self._dump(self.epoch, self.members, reason=why)
+        # An excluded object is dropped by its caller (``rejoin`` makes a new one), so its
+        # last group goes to the retirer now. Left to the garbage collector, a gloo group
+        # whose op is stuck on a hung peer blocks in its destructor on whatever thread
+        # collects it, until gloo's op timeout: measured, a SIGSTOPped-then-resumed process
+        # that rejoined stalled its new epoch's first collective for 27.7 s that way.
+        if self._prev is not None:
+            self.plane.retire(self._prev[0])
+            self._prev = None
         raise Excluded(why)
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch.distributed.distributed_c10d import Work
 
 from . import control as cp
+from . import dataplane
 from .control import EpochAborted
 
 _SUM = dist.ReduceOp.SUM
@@ -70,7 +71,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
     def __init__(self, rg):
         super().__init__(rg.rank, rg.size)
         self.epoch, self.member, self.timing = rg.epoch, rg.member, rg.timing
-        self._inner, self._recorder = rg.pg, rg.recorder
+        self._inner, self._recorder, self._backend = rg.pg, rg.recorder, rg.backend
         self._ctl = cp.Control(rg._connect())  # the waiter's own store client
         self.error: str | None = None
         self.launched_at: float | None = None   # monotonic time of the newest launch
@@ -231,13 +232,20 @@ class ResilientProcessGroup(dist.ProcessGroup):
         avg, n = _is_avg(opts.reduceOp), self.size()
         o = dist.ReduceScatterOptions()
         o.reduceOp = _SUM if avg else opts.reduceOp
-        outs = [torch.empty_like(t) for t in outputs]
+        results = []
 
-        def launch():
-            return [self._inner.reduce_scatter([s], [il], o) for s, il in zip(outs, in_lists)]
+        def launch():  # NOTE [gloo reduce_scatter] in dataplane: sliceable on every backend
+            works = []
+            for il in in_lists:
+                work, result = dataplane.reduce_scatter(self._inner, self._backend,
+                                                        self.rank(), il, o.reduceOp)
+                works.append(work)
+                results.append(result)
+            return works
 
         def done():
-            for t, s in zip(outputs, outs):
+            for t, result in zip(outputs, results):
+                s = result()
                 t.copy_(s / n if avg else s)
         return self._submit(op, outputs, launch, done, outputs)
 
