@@ -10,15 +10,22 @@ these kernels, so one code object per specialization serves every M, N and K: th
 masks are in every one of them.
 
 What to read off it:
-- MN-major fragment reads: gfx950 ``ds_read_b64_tr_b16`` (4 elements per instruction)
-  where the element-wise path used ``ds_read_u16``; gfx1250 still ``ds_load_u16``.
+- MN-major fragment reads: gfx950 ``ds_read_b64_tr_b16`` (4 elements per instruction),
+  gfx1250 ``ds_load_tr16_b128`` (8), where the element-wise path used ``ds_read_u16`` /
+  ``ds_load_u16``.
 - K-major fragment reads stay ``ds_read_b128`` / ``ds_load_b128``; G2S loads
   ``buffer_load_dwordx4`` (gfx950) or ``tensor_load_to_lds`` (gfx1250).
+- C stores: as wide as the accumulator's runs and N allow (``gemm_gfx950.store_width``):
+  bf16 ``buffer_store_dwordx2`` (4 elements, gfx950) / ``buffer_store_b128`` (8, gfx1250)
+  where every element took a ``buffer_store_short`` / ``buffer_store_b16``. The template
+  ``gemm@N=<n>`` compiles gemm with C rows of ``n`` elements: N = 383 (odd) keeps one
+  element per store, N = 386 two, N = 388 four. ``grouped_mm@3Dx2D`` writes the caller's
+  output through a column-major C: one element per store (strided), no output copy.
 
 Each compile runs in its own process (LLVM errors abort a process), one at a time.
 
     python bench/flydsl_gemm_isa.py [--targets gfx950,gfx1250] [--configs default|all]
-        [--templates gemm,gemm:NN,...] [--json out.json]
+        [--templates gemm,gemm:NN,gemm@N=383,...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -40,11 +47,45 @@ def instruction_counts(asm: str) -> dict[str, int]:
     return dict(sorted(Counter(m.group(1) for m in INSTR.finditer(asm)).items()))
 
 
+def _extra_plan(template: str, cfg):
+    """Problems beyond the sweep's representatives (bf16, default shapes of ``crosscompile``):
+    ``gemm@N=<n>``: gemm (NT) with C rows of ``n`` elements (its ``n_align`` picks the C
+    store width); ``grouped_mm@3Dx2D``: a (G, M, K) x b (K, T) with ragged T, which writes
+    the caller's output through a column-major C."""
+    import torch
+
+    from xvendor.rocm import launch
+    bf = torch.bfloat16
+    if template.startswith("gemm@N="):
+        n = int(template.partition("@N=")[2])
+        return launch.plan_gemm(torch.zeros(256, 512, dtype=bf),
+                                torch.zeros(n, 512, dtype=bf).t(), torch.zeros(n, dtype=bf),
+                                None, cfg)
+    if template == "grouped_mm@3Dx2D":
+        offs = torch.tensor([100, 100, 300, 512], dtype=torch.int32)
+        return launch.plan_grouped(torch.zeros(4, 384, 256, dtype=bf),
+                                   torch.zeros(256, 512, dtype=bf), offs, None, None, cfg)
+    raise KeyError(f"unknown problem {template!r}: gemm@N=<n> or grouped_mm@3Dx2D")
+
+
+def _extra_compile(template: str, arch: str, config: dict) -> dict:
+    """Compile an ``_extra_plan`` problem through the sweep's own steps."""
+    from xvendor.rocm import configs, crosscompile
+    base = template.partition("@")[0]
+    cfg = configs.config_from(base, config)
+    plan = _extra_plan(template, cfg)
+    required = ["tensor_load_to_lds"] if arch == "gfx1250" else []
+    return crosscompile.compile_plan(
+        arch, lambda: crosscompile.build_for(base, arch, cfg, plan), plan, cfg.num_warps,
+        required, True)
+
+
 def compile_and_count(template: str, arch: str, config: dict) -> dict:
     """One compile in this process: the instruction counts and the judged resources."""
     from xvendor.rocm import crosscompile
     from xvendor.tuning import resources
-    raw = crosscompile.compile_one(template, arch, config)
+    raw = _extra_compile(template, arch, config) if "@" in template else \
+        crosscompile.compile_one(template, arch, config)
     rec = resources.inspect(arch, raw)
     keep = ("ok", "reason", "vgpr", "agpr", "sgpr", "spills", "scratch", "lds_bytes", "occupancy")
     return {"template": template, "arch": arch, "config": config,
@@ -66,7 +107,7 @@ def jobs(targets, templates, which):
     from xvendor.rocm import configs
     for arch in targets:
         for t in templates:
-            base = configs.base_template(t)
+            base = configs.base_template(t.partition("@")[0])
             cfgs = configs.SPACES[arch][base] if which == "all" else (configs.default(arch, base),)
             for cfg in cfgs:
                 yield t, arch, cfg.to_dict()

@@ -4,9 +4,10 @@ Per arch: each template's default config and one small config, plus the variants
 NN, grouped 2Dx2D and 3Dx3D) with the default config — built by the backend's own launch
 planning into real code objects in worker processes (the shared sweep machinery, same
 record format and cache as Triton), inspected and judged. The full space is the job of
-``xvendor compile --backend flydsl`` (figures in bench/RESULTS.md). The gfx950 MN-major
-variants are also read instruction by instruction (bench/flydsl_gemm_isa.py): their
-fragments come through transposing LDS reads, none element-wise.
+``xvendor compile --backend flydsl`` (figures in bench/RESULTS.md). The MN-major variants
+of both archs are also read instruction by instruction (bench/flydsl_gemm_isa.py): their
+fragments come through transposing LDS reads (gfx950 ``ds_read_b64_tr_b16``, gfx1250
+``ds_load_tr16_b128``), none element-wise.
 """
 
 import json
@@ -90,23 +91,63 @@ def test_cli_and_check_summary_reuse_the_cache(records, compile_cache, tmp_path)
     assert all("unverified" in r["numerics"] for r in rows)
 
 
-def test_mn_major_fragments_use_transposing_lds_reads(tmp_path):
-    """gfx950: MN-major operands reach the MFMA through ds_read_b64_tr_b16 (4 elements per
-    read), not one ds_read_u16 per element; K-major ones keep ds_read_b128. Compiled by
-    bench/flydsl_gemm_isa.py (the backend's own launch, each compile in its own process)."""
-    out = tmp_path / "isa.json"
+# MN-major fragment reads per arch: (transposing read, element-wise reads it replaced,
+# K-major fragment read)
+FRAGMENT_READS = {"gfx950": ("ds_read_b64_tr_b16", ("ds_read_u16", "ds_read_i16"), "ds_read_b128"),
+                  "gfx1250": ("ds_load_tr16_b128", ("ds_load_u16", "ds_load_i16"), "ds_load_b128")}
+# bf16 C stores per arch and elements per store: N = 384 takes the lane's whole run (gfx950
+# MFMA: 4, gfx1250 WMMA: 8), N = 386 two elements, and one element per store was the old way
+C_STORES = {"gfx950": {4: "buffer_store_dwordx2", 2: "buffer_store_dword",
+                       1: "buffer_store_short"},
+            "gfx1250": {8: "buffer_store_b128", 2: "buffer_store_b32", 1: "buffer_store_b16"}}
+ISA_TEMPLATES = ("gemm:NN", "grouped_mm:2Dx2D", "gemm@N=386", "grouped_mm@3Dx2D")
+
+
+@pytest.fixture(scope="module", params=configs.TARGETS)
+def isa(request, tmp_path_factory):
+    """(arch, {template: record}) of bench/flydsl_gemm_isa.py (the backend's own launch,
+    each compile in its own process) for the default config."""
+    arch = request.param
+    out = tmp_path_factory.mktemp(f"isa-{arch}") / "isa.json"
     env = dict(os.environ,
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "flydsl_gemm_isa.py"), "--targets", "gfx950",
-         "--templates", "gemm:NN,grouped_mm:2Dx2D", "--json", str(out)],
+        [sys.executable, str(ROOT / "bench" / "flydsl_gemm_isa.py"), "--targets", arch,
+         "--templates", ",".join(ISA_TEMPLATES), "--json", str(out)],
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recs = {r["template"]: r for r in json.loads(out.read_text())}
-    for template, k_major_reads in (("gemm:NN", True), ("grouped_mm:2Dx2D", False)):
-        rec = recs[template]
-        n = rec["instructions"]
+    for rec in recs.values():
         assert rec["ok"] and rec["spills"] == 0 and rec["scratch"] == 0, rec
-        assert n.get("ds_read_b64_tr_b16", 0) > 0, n
-        assert not [i for i in n if i.startswith(("ds_read_u16", "ds_read_i16"))], n
-        assert (n.get("ds_read_b128", 0) > 0) == k_major_reads, n  # A K-major only in NN
+        assert 0 < rec["lds_bytes"] <= devices.ARCHS[arch].lds_bytes
+    return arch, recs
+
+
+def test_mn_major_fragments_use_transposing_lds_reads(isa):
+    """MN-major operands reach the matrix instruction through transposing LDS reads (gfx950
+    ds_read_b64_tr_b16: 4 elements per read; gfx1250 ds_load_tr16_b128: 8), never one 16-bit
+    read per element; K-major ones keep the 16-byte reads."""
+    arch, recs = isa
+    transposing, element_wise, k_major_read = FRAGMENT_READS[arch]
+    for template, k_major_reads in (("gemm:NN", True), ("grouped_mm:2Dx2D", False)):
+        n = recs[template]["instructions"]
+        assert n.get(transposing, 0) > 0, n
+        assert not [i for i in n if i.startswith(element_wise)], n
+        assert (n.get(k_major_read, 0) > 0) == k_major_reads, n  # A K-major only in NN
+
+
+def test_c_is_stored_in_vectors_as_wide_as_n_allows(isa):
+    """C leaves in one store per accumulator run where N allows it (N = 384: 4 bf16 per
+    store on gfx950, 8 on gfx1250), in 2-element stores for N = 386, never one element per
+    store then; the N tail stays predicated in every case (no host padding: test_launch).
+    3Dx2D writes the caller's output through a column-major C: one element per store."""
+    arch, recs = isa
+    stores = C_STORES[arch]
+    widest = max(stores)
+    tile = configs.default(arch, "gemm")
+    per_thread = tile.block_m * tile.block_n // (tile.num_warps * (64 if arch == "gfx950" else 32))
+    for template, width in (("gemm:NN", widest), ("grouped_mm:2Dx2D", widest),
+                            ("gemm@N=386", 2), ("grouped_mm@3Dx2D", 1)):
+        n = recs[template]["instructions"]
+        assert n.get(stores[width], 0) == per_thread // width, (template, n)
+        assert not [s for w, s in stores.items() if w != width and n.get(s)], (template, n)

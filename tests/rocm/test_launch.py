@@ -88,6 +88,13 @@ def test_specialization_is_what_the_plan_launches(cfg):
     for op, args in CASES:
         plan = _plan(op, args, cfg)
         assert launch.specialization(op, args, cfg) == (plan.template, plan.spec), (op, args)
+        # the C store width is keyed on the N the kernel gets (C's row length); 3Dx2D's
+        # column-major C (the caller's output, transposed) stores element by element
+        a = plan.named()
+        col = plan.spec["c_col_major"]
+        assert col == (op == "grouped_mm" and args[0].dim() == 3 and args[1].dim() == 2)
+        assert plan.spec["n_align"] == (1 if col else launch.n_align(a["N"]))
+        assert (a["C"].stride(-2), a["C"].stride(-1)) == ((1, a["ldc"]) if col else (a["N"], 1))
         for k in ("a_k_major", "b_k_major", "has_bias"):
             seen.setdefault((plan.template, k), set()).add(plan.spec[k])
     # the cases reach both majors where the template allows both
@@ -104,7 +111,8 @@ def test_specialization_of_known_layouts():
     cfg = CFGS[0]
     assert launch.specialization("gemm", (x, w.t(), None, None), cfg) == (
         "gemm", {"dtype": "bf16", "out_dtype": "bf16", "has_bias": False,
-                 "a_k_major": True, "b_k_major": True})  # NT: nn.Linear, no copy
+                 "a_k_major": True, "b_k_major": True, "n_align": 8,
+                 "c_col_major": False})  # NT: nn.Linear, no copy
     assert launch.specialization("gemm", (x, w.t().contiguous(), None, torch.float32),
                                  cfg)[1]["b_k_major"] is False  # NN
     a3, b2 = torch.zeros(4, 16, 64, dtype=bf), torch.zeros(64, 40, dtype=bf)
@@ -113,6 +121,16 @@ def test_specialization_of_known_layouts():
                                                           None), cfg)
     assert template == "2Dx3D" and spec["has_bias"] is False  # 3Dx2D's bias is added on the host
     assert launch.specialization("grouped_mm", (a3, b2, offs), cfg) == (template, spec)
+
+
+@pytest.mark.parametrize("n, align", [(0, 8), (1, 1), (2, 2), (6, 2), (12, 4), (24, 8),
+                                      (383, 1), (386, 2), (388, 4), (200, 8)])
+def test_n_align_is_the_widest_vector_dividing_n(n, align):
+    """C stores are ``n_align`` elements wide at most (``gemm_gfx950.store_width``): a
+    divisor of N, so no vector straddles C's last column or starts misaligned."""
+    assert launch.n_align(n) == align and n % align == 0
+    x, w = torch.zeros(8, 16, dtype=torch.bfloat16), torch.zeros(n, 16, dtype=torch.bfloat16)
+    assert launch.specialization("gemm", (x, w.t(), None, None), CFGS[0])[1]["n_align"] == align
 
 
 def test_group_stride_not_a_multiple_of_8_is_copied():
@@ -192,7 +210,10 @@ def test_sizes_off_the_tile_are_not_copied(case, cfg):
     a = plan.named()
     ptr = {n: a[n].untyped_storage().data_ptr() for n in ("A", "B", "C")}
     assert {t.untyped_storage().data_ptr() for t in callers} == {ptr["A"], ptr["B"]}
-    assert a["C"].shape[-1] == a["N"] == a["ldc"], "C's rows are padded"
+    if plan.spec["c_col_major"]:  # 3Dx2D: C is the output transposed, whose rows are ldc
+        assert a["C"].shape == (a["M"], a["N"]) and a["ldc"] == a["M"], "C is padded"
+    else:
+        assert a["C"].shape[-1] == a["N"] == a["ldc"], "C's rows are padded"
     assert a["C"].numel() == plan.result().numel()
     k = args[0].shape[-1]  # the problem's K (3Dx2D: the rows of the transposed problem)
     assert a["K"] == (args[1].shape[0] if name == "3Dx2D" else k)
@@ -201,3 +222,29 @@ def test_sizes_off_the_tile_are_not_copied(case, cfg):
         for d in shape:
             numel *= d
         assert storage == ptr["C"] or numel <= 8, f"{op_name} made {shape} besides C"
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_3dx2d_writes_the_callers_output_without_a_copy(bias):
+    """3Dx2D runs as the transposed 2Dx3D; the kernel's C is a column-major view of the
+    output the op returns, so the plan allocates only that (M, N) output and ``result()``
+    returns it as it is: no transposed copy (a bias, not per group, is added on the host)."""
+    bf = torch.bfloat16
+    G, M, K, T = 3, 37, 40, 50
+    a, b = torch.zeros(G, M, K, dtype=bf), torch.zeros(K, T, dtype=bf)
+    offs = torch.tensor([10, 10, 45], dtype=torch.int32)
+    bb = torch.zeros(T, dtype=bf) if bias else None
+    with _Allocations() as seen:
+        plan = launch.plan_grouped(a, b, offs, bb, None, CFGS[0])
+    C = plan.named()["C"]
+    big = [t for t in seen.touched if t[2] == C.untyped_storage().data_ptr()]
+    assert [shape for _, shape, _ in big] == [(T, M)[::-1]]  # one allocation: the output
+    assert plan.spec["c_col_major"] and C.shape == (T, M) and C.stride() == (1, T)
+    with _Allocations() as seen:
+        out = plan.result()
+    assert out.shape == (M, T) and out.is_contiguous()
+    if bias:  # the host bias add makes the returned tensor
+        assert out.untyped_storage().data_ptr() != C.untyped_storage().data_ptr()
+    else:
+        assert seen.touched == [] and out.untyped_storage().data_ptr() == \
+            C.untyped_storage().data_ptr()

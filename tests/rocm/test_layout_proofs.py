@@ -7,10 +7,13 @@ the G2S copies of the gfx950 templates cover their (rows, block_k) tile exactly 
 layouts are built by the templates' own functions; FlyDSL evaluates them (shape/stride come
 back from the MLIR types) and the counting is done here in Python.
 
-Tail masks (NOTE [tail masks] below): for every thread, the (row, col) coordinates the
-epilogue's store predicate compares (both archs) and those the gfx950 K-tail select compares
-cover their tile exactly once, so masking ``col < columns_left`` / ``k < k_left`` keeps
-exactly the values inside C / the group's K. The gfx950 MN-major LDS swizzle (for the
+Tail masks (NOTE [tail masks] below): for every thread, the (n, m) coordinates the
+epilogue's vector stores cover (both archs; the kernels compute C^T) cover the C tile exactly
+once, each store being ``vec`` consecutive N at one M starting at a multiple of ``vec``, so
+one predicate per store (``n < columns_left``, with ``vec`` dividing N) keeps exactly the
+stores inside C; the (row, k) coordinates the gfx950 K-tail select compares cover their
+tile once, so ``k < k_left`` keeps exactly the group's K. gfx1250's transposing fragment
+reads deliver exactly the WMMA fragments (tests/rocm/test_tr16_proofs.py). The gfx950 MN-major LDS swizzle (for the
 transposing reads) agrees with its intended XOR on samples, is a bijection on the tile and
 keeps every 8-aligned group of rows contiguous (16-byte writes, 8-byte transposing reads).
 
@@ -29,7 +32,8 @@ traced ``tile_of``.
 
 Not proven here: that the kernel does nothing when ``valid`` is false (its body is one
 ``if valid:``, read, not run); FlyDSL's ``flat_divide`` and buffer-descriptor semantics (a
-(BM, BN) tile of a row-major view is rows pid_m*BM.., columns pid_n*BN..; stores at or past
+(BN, BM) tile (pid_n, pid_m) of the transposed C view is rows pid_m*BM.., columns
+pid_n*BN.. of C; stores at or past
 the descriptor's size are dropped, and ``fx.elem_less`` keeps a coordinate whose every
 component is below the bound: modelled in ``_written``); which elements the copies
 and MMAs inside a tile touch (the partition proofs above cover their shapes, the compile
@@ -50,6 +54,7 @@ from hypothesis import strategies as hst
 fx = pytest.importorskip("flydsl.expr")
 
 from xvendor.rocm import configs, gemm_gfx950, gemm_gfx1250, launch, tiling  # noqa: E402
+from xvendor.testing.layouts import partition_coords  # noqa: E402
 
 pytestmark = pytest.mark.l1
 
@@ -58,29 +63,11 @@ CASES = [(arch, cfg) for arch in configs.TARGETS
          for cfg in dict.fromkeys(c for t in configs.TEMPLATES for c in configs.SPACES[arch][t])]
 
 
-def _flat(shape, stride):
-    if isinstance(shape, tuple):
-        out = []
-        for s, d in zip(shape, stride):
-            out += _flat(s, d)
-        return out
-    return [(shape, stride)]
-
-
-def _mode_offsets(shape, stride):
-    """Offsets of every coordinate of one layout mode, in colexicographic order."""
-    modes = _flat(shape, stride)
-    offs = [0]
-    for size, st in modes:
-        offs = [o + i * st for i in range(size) for o in offs]
-    return offs
-
-
 def _tv_image(layout):
     """Counter of the indices the (thread, value) layout maps to."""
     shape, stride = layout.shape.to_py_value(), layout.stride.to_py_value()
-    threads = _mode_offsets(shape[0], stride[0])
-    values = _mode_offsets(shape[1], stride[1])
+    threads = tiling.layout_offsets(shape[0], stride[0])
+    values = tiling.layout_offsets(shape[1], stride[1])
     return Counter(t + v for t in threads for v in values), len(threads)
 
 
@@ -100,11 +87,12 @@ def test_mma_partitions_cover_the_tile(mlir, arch, cfg, monkeypatch):
     a, na = _tv_image(mma.tv_layout_A_tiled)
     b, nb = _tv_image(mma.tv_layout_B_tiled)
     assert nc == na == nb == threads
+    # the MMA tiles C^T (NOTE [C transposed]): its M is our N, its A operand our B
     _exactly(c, tm * tn, 1)  # every C element owned by exactly one thread: none written twice
-    _exactly(a, tm * tk, cfg.warps_n)  # A replicated across the N waves
-    _exactly(b, tn * tk, cfg.warps_m)  # B replicated across the M waves
+    _exactly(a, tm * tk, cfg.warps_m)  # our B replicated across the waves along our M
+    _exactly(b, tn * tk, cfg.warps_n)  # our A replicated across the waves along our N
     # the workgroup tile is a whole number of MMA tiles (the fragments repeat, never overlap)
-    assert cfg.block_m % tm == 0 and cfg.block_n % tn == 0 and cfg.block_k % tk == 0
+    assert cfg.block_n % tm == 0 and cfg.block_m % tn == 0 and cfg.block_k % tk == 0
 
 
 @pytest.mark.parametrize("arch, cfg", [c for c in CASES if c[0] == "gfx950"],
@@ -124,29 +112,6 @@ def test_g2s_copies_cover_the_tile_once(mlir, arch, cfg, rows_of, k_major, monke
     assert rows % tr == 0 and cfg.block_k % tc == 0  # the tile repeats over (rows, block_k)
 
 
-def _coords(t, rank=2):
-    """The coordinates an identity-tensor partition holds, in its value order.
-
-    Its first value is evaluated by FlyDSL; the others come from its layout (shape and
-    basis strides ``vE<mode>``, as FlyDSL returns them) in Python, which is ~100x faster
-    than evaluating each; the first few are cross-checked against FlyDSL.
-    """
-    layout = fx.get_layout(t)
-    base = tuple(t[0].to_py_value())
-    steps = [[0] * rank]
-    for size, stride in _flat(layout.shape.to_py_value(), layout.stride.to_py_value()):
-        d = [0] * rank
-        if not isinstance(stride, int):
-            d[stride.modes[0]] = stride.value
-        else:
-            assert stride == 0
-        steps = [[o[j] + i * d[j] for j in range(rank)] for i in range(size) for o in steps]
-    out = [tuple(b + o for b, o in zip(base, off)) for off in steps]
-    for i in (1, len(out) - 1):
-        assert tuple(t[i].to_py_value()) == out[i]
-    return out
-
-
 # NOTE [tail masks]: the masks compare the (row, col) that ``tile_coords`` gives each value.
 # Proven here for every thread: those coordinates cover the tile exactly once, so the
 # predicate / select keeps exactly the values inside C's N columns or the group's K.
@@ -155,19 +120,50 @@ MASK_CASES = [(arch, configs.default(arch, "gemm")) for arch in configs.TARGETS]
     ("gfx950", next(c for c in configs.SPACES["gfx950"]["gemm"] if c.warps_m == 1))]
 
 
+C_RUNS = {"gfx950": lambda cfg: gemm_gfx950.C_RUN[cfg.mma], "gfx1250": lambda cfg: gemm_gfx1250.C_RUN}
+
+
 @pytest.mark.parametrize("arch, cfg", MASK_CASES, ids=[f"{a}-{c.name}" for a, c in MASK_CASES])
-def test_store_predicate_coordinates_cover_the_c_tile_once(mlir, arch, cfg, monkeypatch):
+@pytest.mark.parametrize("out_bits, n_align", [(16, 8), (32, 8), (16, 2), (16, 1)])
+def test_store_predicate_coordinates_cover_the_c_tile_once(mlir, arch, cfg, out_bits, n_align,
+                                                           monkeypatch):
+    """The epilogue's vector stores (``store_c_t``): every element of the (BN, BM) C^T tile
+    is stored once; each store is ``vec`` consecutive N at one M (contiguous in row-major
+    C), its first N a multiple of ``vec``, so with ``vec`` dividing N the one predicate per
+    store (on its first element) keeps exactly the vectors inside C's N columns."""
     monkeypatch.setenv("FLYDSL_GPU_ARCH", arch)
     mma = MODULES[arch].tiled_mma(fx, cfg, fx.BFloat16)
+    vec = gemm_gfx950.store_width(C_RUNS[arch](cfg), n_align, out_bits)
+    assert vec == min(C_RUNS[arch](cfg), n_align, 128 // out_bits) and n_align % vec == 0
+    TO = fx.Float32 if out_bits == 32 else fx.BFloat16
     seen = Counter()
-    _, tiled = gemm_gfx950.store_copy(fx, mma, fx.BFloat16)  # the epilogue's own copy
+    _, tiled = gemm_gfx950.store_copy(fx, mma, TO, vec)  # the epilogue's own copy
     for tid in range(cfg.num_warps * MODULES[arch].WAVE):
         thr = tiled.get_slice(tid)
-        seen.update(_coords(gemm_gfx950.tile_coords(fx, thr, cfg.block_m, cfg.block_n)))
-    assert set(seen) == {(m, n) for m in range(cfg.block_m) for n in range(cfg.block_n)}
+        coords = partition_coords(gemm_gfx950.tile_coords(fx, thr, cfg.block_n, cfg.block_m))
+        for i in range(0, len(coords), vec):  # one store: what keep[i // vec] guards
+            n0, m0 = coords[i]
+            assert n0 % vec == 0 and coords[i:i + vec] == [(n0 + j, m0) for j in range(vec)]
+        seen.update(coords)
+    assert set(seen) == {(n, m) for n in range(cfg.block_n) for m in range(cfg.block_m)}
     assert set(seen.values()) == {1}
-    # the epilogue keeps a value iff fx.elem_less(coord, (block_m, n_left)): every component
-    # below (FlyDSL's documented meaning, not evaluated here: it is not folded at trace time)
+    # the epilogue keeps a vector iff fx.elem_less((n0, m0), (n_left, block_m)): every
+    # component below (FlyDSL's documented meaning, not evaluated here: it is not folded
+    # at trace time); n_left is a multiple of vec, so the vector is all in or all out
+
+
+def test_accumulator_runs_are_what_the_store_width_assumes(mlir, monkeypatch):
+    """Each lane's C^T accumulator holds runs of ``C_RUN`` consecutive N at one M."""
+    for arch, cfg in MASK_CASES:
+        monkeypatch.setenv("FLYDSL_GPU_ARCH", arch)
+        mma = MODULES[arch].tiled_mma(fx, cfg, fx.BFloat16)
+        run = C_RUNS[arch](cfg)
+        ident = fx.make_view((0, 0), fx.make_identity_layout((cfg.block_n, cfg.block_m)))
+        for tid in (0, 1, 17, cfg.num_warps * MODULES[arch].WAVE - 1):
+            coords = partition_coords(mma.thr_slice(tid).partition_C(ident))
+            for i in range(0, len(coords), run):
+                n0, m0 = coords[i]
+                assert coords[i:i + run] == [(n0 + j, m0) for j in range(run)], (arch, tid)
 
 
 @pytest.mark.parametrize("arch, cfg", [c for c in MASK_CASES if c[0] == "gfx950"],
@@ -179,8 +175,8 @@ def test_k_tail_select_coordinates_cover_the_loaded_tile_once(mlir, arch, cfg, m
         copy = gemm_gfx950._k_major_copy(fx, fx.BFloat16, rows, cfg.block_k, threads)
         seen = Counter()
         for tid in range(threads):
-            seen.update(_coords(gemm_gfx950.tile_coords(fx, copy.get_slice(tid), rows,
-                                                        cfg.block_k)))
+            seen.update(partition_coords(
+                gemm_gfx950.tile_coords(fx, copy.get_slice(tid), rows, cfg.block_k)))
         assert set(seen) == {(r, k) for r in range(rows) for k in range(cfg.block_k)}
         assert set(seen.values()) == {1}
     # the bound the kernel compares with, on the last (partial) K tile and past it
@@ -249,22 +245,28 @@ def _extent(t):
     return t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
 
 
-def _written(view, pid_m, pid_n, cfg, N):
-    """(rows, columns) of C (viewed as (-1, ldc)) that tile (pid_m, pid_n) of a C view stores.
+def _written(view, pid_m, pid_n, cfg, N, rows, row_base, c_strides):
+    """(rows, columns) of C (logical (rows, N), row ``row_base`` first in the group's view)
+    that tile (pid_m, pid_n) of a C view stores. Both ranges are [first, end).
 
-    The tile is view rows pid_m*BM.., columns pid_n*BN..; the descriptor drops stores at or
-    past its size, and the epilogue's predicate keeps tile column c only when
-    c < ``tiling.columns_left`` (the kernels' own bound). Both ranges are [first, end).
+    The tile is view rows pid_m*BM.., columns pid_n*BN..; the epilogue keeps tile row r and
+    column c only when r < ``tiling.rows_left`` and c < ``tiling.columns_left`` (the
+    kernels' own bounds); every kept element must lie inside the view's descriptor (else it
+    would be dropped: a missed write). The view's strides must be C's own (the logical
+    coverage is then the storage's) and its base C's row ``row_base``.
     """
-    base, _, (ldc, one), n_elems = view
-    assert one == 1 and ldc == N, "C rows are not N long"
-    assert base % ldc == 0 and n_elems % ldc == 0  # the view is whole rows of C
-    first = base // ldc + pid_m * cfg.block_m
-    rows = (first, min(first + cfg.block_m, base // ldc + n_elems // ldc))
-    col0 = pid_n * cfg.block_n
-    kept = min(cfg.block_n, tiling.columns_left(N, pid_n, cfg.block_n))
-    assert kept > 0, "a tile column with nothing to store"
-    return rows, (col0, col0 + kept)
+    base, _, strides, n_elems = view
+    assert strides == c_strides, "the view does not walk C as C is laid out"
+    assert strides in ((N, 1), (1, strides[1])), "C is neither row- nor column-major"
+    assert base == row_base * strides[0], "the view does not start at the group's first row"
+    r0, c0 = pid_m * cfg.block_m, pid_n * cfg.block_n
+    kept_r = min(cfg.block_m, tiling.rows_left(rows, pid_m, cfg.block_m))
+    kept_c = min(cfg.block_n, tiling.columns_left(N, pid_n, cfg.block_n))
+    assert kept_r > 0 and kept_c > 0, "a tile with nothing to store"
+    last = (r0 + kept_r - 1) * strides[0] + (c0 + kept_c - 1) * strides[1]
+    assert last < n_elems, "a kept store past the descriptor: dropped, not written"
+    first = row_base + r0
+    return (first, first + kept_r), (c0, c0 + kept_c)
 
 
 def _run_grid(plan, cfg, offs):
@@ -272,11 +274,16 @@ def _run_grid(plan, cfg, offs):
     a = plan.named()
     C, G, N, ldc = a["C"], a["G"], a["N"], a["ldc"]
     ragged_m, ragged_k = plan.template == "2Dx3D", plan.template == "2Dx2D"
+    col = plan.spec["c_col_major"]
     ends = list(offs) if offs is not None else []
     starts = [0] + ends[:-1]
-    assert C.is_contiguous() and C.shape[-1] == ldc == N  # no padded columns
+    if col:  # 3Dx2D: the caller's output, transposed: rows ldc apart, no padding
+        assert C.dim() == 2 and C.t().is_contiguous() and ldc == C.shape[0]
+        assert C.stride(1) == ldc or C.numel() == 0
+    else:
+        assert C.is_contiguous() and C.shape[-1] == ldc == N  # no padded columns
     assert a["tiles_n"] == -(-N // cfg.block_n)
-    cov = torch.zeros(C.numel() // max(ldc, 1), N, dtype=torch.int32)
+    cov = torch.zeros(C.numel() // max(N, 1) if N else 0, N, dtype=torch.int32)
     tiles = 0
     for bid in range(a["grid"]):
         valid, g, pid_m, pid_n, row0, rows, k0, kn = tiling.tile_of(
@@ -288,8 +295,10 @@ def _run_grid(plan, cfg, offs):
         assert 0 <= g < G and 0 <= pid_n < a["tiles_n"]
         v = tiling.view_bounds(g, row0, rows, k0, kn, N, a["lda"], a["ldb"], ldc,
                                a["sag"], a["sbg"], a["scg"], a["sbiasg"],
-                               plan.spec["a_k_major"], plan.spec["b_k_major"])
-        (first, end), (c0, c1) = _written(v["C"], pid_m, pid_n, cfg, N)
+                               plan.spec["a_k_major"], plan.spec["b_k_major"], col)
+        row_base = row0 + (g * a["scg"] // N if N else 0)
+        (first, end), (c0, c1) = _written(v["C"], pid_m, pid_n, cfg, N, rows, row_base,
+                                          C.stride()[-2:])
         assert 0 <= first < end <= cov.shape[0], "a tile stores nothing or past C"
         assert 0 <= c0 < c1 <= N, "a tile stores past C's row"
         cov[first:end, c0:c1] += 1

@@ -26,8 +26,13 @@ Code paths (all chosen on the host, at build time, so each compiles to straight 
   registers (NOTE [K tail]; only on that tile: a uniform branch), and C's N tail by
   predicated stores (NOTE [N tail]). Values past M or N in an operand (garbage from the
   next row, never used by an in-range output) only reach outputs that are dropped.
+- orientation: the MFMAs compute C^T = B A^T (our B is the MMA's A operand), so each lane
+  holds runs of 4 consecutive N of C at one M (NOTE [C transposed] at ``store_c_t``).
 - epilogue: fp32 accumulator (+ bias, broadcast along M through a stride-0 view) ->
-  out dtype (bf16, fp16 or fp32) -> buffer stores.
+  out dtype (bf16, fp16 or fp32) -> vector buffer stores along N (bf16: 4 elements, 8
+  bytes, ``buffer_store_dwordx2``, where each element took a ``buffer_store_short``), as
+  wide as N's divisibility allows (``store_width``; the launch passes ``n_align``), one
+  predicate per store for the N tail.
 
 NOTE [unverified numerics]: these kernels compile to real gfx950 code objects on a CPU
 (``xvendor compile --backend flydsl``), but nothing here can run them. Their numerics are
@@ -36,7 +41,7 @@ unverified until they run on a gfx950 device; the dispatch layer's correctness g
 reference on first use and never chooses a failing one again.
 """
 
-from .tiling import columns_left, k_left, operand_views, tile_of, traced
+from .tiling import columns_left, k_left, operand_views, rows_left, tile_of, traced
 
 ARCH = "gfx950"
 WAVE = 64
@@ -99,10 +104,24 @@ def tile_coords(fx, thr_copy, rows: int, cols: int):
     return thr_copy.partition_S(fx.make_view((0, 0), fx.make_identity_layout((rows, cols))))
 
 
-def store_copy(fx, mma, TO):
-    """(atom, tiled copy) of the C stores: one element per buffer store."""
-    store = fx.make_copy_atom(fx.rocdl.BufferCopy(TO.width), TO)
+def store_copy(fx, mma, TO, vec: int = 1):
+    """(atom, tiled copy) of the C stores: ``vec`` consecutive accumulator values (of one
+    lane, contiguous in C) per buffer store."""
+    store = fx.make_copy_atom(fx.rocdl.BufferCopy(TO.width * vec), TO)
     return store, fx.make_tiled_copy_C(store, mma)
+
+
+# Consecutive accumulator values a lane holds along the atom's M (our N: NOTE [C
+# transposed]), per matrix instruction M: MFMA 16x16 and 32x32 hand each lane runs of 4,
+# WMMA 16x16 (gfx1250) runs of 8. tests/rocm/test_layout_proofs.py checks these on the
+# partitions.
+C_RUN = {16: 4, 32: 4}
+
+
+def store_width(run: int, n_align: int, out_bits: int) -> int:
+    """Elements per C store: the lane's run, at most 16 bytes, and a divisor of N (so a
+    vector never straddles the N tail and every vector starts aligned to its size)."""
+    return max(1, min(run, n_align, 128 // out_bits))
 
 
 def zero_k_tail(fx, reg, coords, rows: int, k_left):
@@ -121,15 +140,16 @@ def zero_k_tail(fx, reg, coords, rows: int, k_left):
 
 
 def tiled_mma(fx, cfg, dtype):
-    """The workgroup's MFMA tiling: warps_m x warps_n waves of one MFMA atom each."""
+    """The workgroup's MFMA tiling of C^T (NOTE [C transposed]): warps_n x warps_m waves of
+    one MFMA atom each; the atom's M runs along our N, its N along our M."""
     k = 32 if cfg.mma == 16 else 16
     atom = fx.make_mma_atom(fx.rocdl.MFMA(cfg.mma, cfg.mma, k, dtype))
-    return fx.make_tiled_mma(atom, fx.make_layout((cfg.warps_m, cfg.warps_n, 1),
-                                                  (1, cfg.warps_m, 0)))
+    return fx.make_tiled_mma(atom, fx.make_layout((cfg.warps_n, cfg.warps_m, 1),
+                                                  (1, cfg.warps_n, 0)))
 
 
 def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
-          a_k_major: bool, b_k_major: bool):
+          a_k_major: bool, b_k_major: bool, n_align: int = 1, c_col_major: bool = False):
     """The ``@flyc.jit`` launcher of one specialization (see ``xvendor.rocm.launch``)."""
     import flydsl.compiler as flyc
     import flydsl.expr as fx
@@ -155,10 +175,11 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
         if valid:
             gA, gB, gC, gBias = operand_views(
                 fx, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
-                sag, sbg, scg, sbiasg, a_k_major, b_k_major, has_bias)
+                sag, sbg, scg, sbiasg, a_k_major, b_k_major, has_bias,
+                c_col_major=c_col_major)
             gA = fx.flat_divide(gA, fx.make_tile(BM, BK))[None, None, pid_m, None]
             gB = fx.flat_divide(gB, fx.make_tile(BN, BK))[None, None, pid_n, None]
-            gC = fx.flat_divide(gC, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
+            gC = fx.flat_divide(gC, fx.make_tile(BN, BM))[None, None, pid_n, pid_m]  # C^T
             mma = tiled_mma(fx, cfg, T)
             thr_mma = mma.thr_slice(tid)
             sbase = fx.recast_iter(fx.PointerType.get(T.ir_type, fx.AddressSpace.Shared, 512),
@@ -177,12 +198,13 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
             # (row, k) of each loaded value: NOTE [K tail]
             cA = tile_coords(fx, g2sA, BM, BK)
             cB = tile_coords(fx, g2sB, BN, BK)
-            s2rA = fx.make_tiled_copy_A(s2rA_atom, mma).get_slice(tid)
-            s2rB = fx.make_tiled_copy_B(s2rB_atom, mma).get_slice(tid)
+            # C^T = B A^T: our A is the MMA's B operand, our B its A (NOTE [C transposed])
+            s2rA = fx.make_tiled_copy_B(s2rA_atom, mma).get_slice(tid)
+            s2rB = fx.make_tiled_copy_A(s2rB_atom, mma).get_slice(tid)
             ssA = s2rA.partition_S(sA)
             ssB = s2rB.partition_S(sB)
-            fA = thr_mma.make_fragment_A(sA[None, None, 0])
-            fB = thr_mma.make_fragment_B(sB[None, None, 0])
+            fA = thr_mma.make_fragment_B(sA[None, None, 0])
+            fB = thr_mma.make_fragment_A(sB[None, None, 0])
             fC = thr_mma.make_fragment_C(gC)
             rA = s2rA.retile(fA)
             rB = s2rB.retile(fB)
@@ -209,7 +231,7 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                 st = k % S
                 fx.copy(s2rA_atom, ssA[None, None, None, st], rA)
                 fx.copy(s2rB_atom, ssB[None, None, None, st], rB)
-                fx.gemm(mma, fC, fA, fB, fC)
+                fx.gemm(mma, fC, fB, fA, fC)
                 wt = nxt % S  # the stage read in iteration k-1: free since its barrier
                 if k_left(kn, nxt, BK) < BK:
                     if a_k_major:
@@ -219,8 +241,9 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
                 fx.copy(r2s, regA, tsA[None, None, None, wt])
                 fx.copy(r2s, regB, tsB[None, None, None, wt])
                 fx.gpu.barrier()
-            epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN,
-                     columns_left(N, pid_n, BN))
+            store_c_t(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN,
+                      columns_left(N, pid_n, BN), rows_left(rows, pid_m, BM),
+                      store_width(C_RUN[cfg.mma], n_align, TO.width))
 
     @flyc.jit
     def launch(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, Bias: fx.Tensor, Offs: fx.Tensor,
@@ -237,7 +260,9 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
 
 
 def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left):
-    """fp32 accumulator (+ bias) -> out dtype -> buffer stores, masked to columns < ``n_left``.
+    """fp32 accumulator (+ bias) -> out dtype -> buffer stores, masked to columns < ``n_left``:
+    one element per store, for an MMA tiling C itself (the scaled templates'); the bf16/fp16
+    GEMM templates tile C^T and store vectors (``store_c_t``).
 
     NOTE [N tail]: C's rows are N long (no padding), so a tile column past N would land in
     the next row: each store is predicated on its column (``n_left`` = N - the tile's first
@@ -260,4 +285,41 @@ def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_
     keep = fx.make_fragment_like(dst, dtype=fx.Boolean)
     for i in fx.range_constexpr(fx.size(coords).to_py_value()):
         keep[i] = fx.elem_less(coords[i], (BM, n_left))
+    fx.copy(store, tc.retile(out), dst, pred=keep)
+
+
+def store_c_t(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left,
+              m_left, vec: int):
+    """The GEMM templates' epilogue: fp32 C^T accumulator (+ bias) -> out dtype -> buffer
+    stores of ``vec`` elements, masked to columns < ``n_left``.
+
+    NOTE [C transposed]: the kernels compute C^T = B A^T (our B is the MMA's A operand), so
+    each lane's accumulator holds runs of consecutive N at one M: ``C_RUN`` values,
+    contiguous in row-major C, stored ``vec`` at a time (``store_width``) instead of one
+    element per store. ``gC``: the workgroup's (BN, BM) tile of C^T (N contiguous).
+    N tail (NOTE [N tail] in ``epilogue``): ``vec`` divides N, so a vector's columns are all
+    below ``n_left`` or all at or past it, and one predicate per vector is exact. Rows at or
+    past ``m_left`` (the group's end) are predicated off as well: a row-major C's descriptor
+    would drop them too, a column-major C's (3Dx2D) would not (``tiling.view_bounds``).
+    """
+    acc = fC.load()
+    if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
+        gBias = fx.flat_divide(gBias, fx.make_tile(BN, BM))[None, None, pid_n, pid_m]
+        bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
+        tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
+        fbias = fx.make_fragment_like(fC)
+        fx.copy(bias_atom, tb.partition_S(gBias), tb.retile(fbias))
+        acc = acc + fbias.load()
+    out = fx.make_fragment_like(fC, TO.ir_type)
+    out.store(acc.to(TO))
+    store, tc = store_copy(fx, mma, TO, vec)
+    tc = tc.get_slice(tid)
+    dst = tc.partition_S(gC)
+    coords = tile_coords(fx, tc, BN, BM)  # (n, m) of each value, a vector's values first
+    shape = fx.get_layout(dst).shape.to_py_value()  # ((vec, stores per run), rest...)
+    first = shape[0] if isinstance(shape[0], tuple) else (shape[0],)
+    # one predicate per store, in the stores' order: vector i is values i*vec ..
+    keep = fx.make_rmem_tensor(((1,) + tuple(first[1:]),) + tuple(shape[1:]), fx.Boolean)
+    for i in fx.range_constexpr(fx.size(coords).to_py_value() // vec):
+        keep[i] = fx.elem_less(coords[i * vec], (n_left, m_left))
     fx.copy(store, tc.retile(out), dst, pred=keep)

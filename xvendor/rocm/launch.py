@@ -20,12 +20,14 @@ their tails themselves (NOTE [K tail] and [N tail] in ``xvendor.rocm.gemm_gfx950
 tails and ragged group ends by the buffer descriptors' sizes, a K-major operand's K tail
 by zeroing the loaded values past K (gfx950) or by the Tensor Data Mover's extents
 (gfx1250), and C's N tail by predicated stores. C is allocated (M, N) (or (G, M, N)) and
-returned as it is. ``tests/rocm/test_launch.py`` proves this on the plans: for
+returned as it is. Its stores are vectors along N as wide as ``n_align`` (the largest of 8,
+4, 2, 1 dividing N, part of the specialization) and the accumulator allow. ``tests/rocm/test_launch.py`` proves this on the plans: for
 non-multiple sizes the kernel gets the caller's tensors (views of the same storage) and
 the plan allocates nothing but C.
-3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group);
-its (N,) bias, which is not per group, is added on the host, and its result is the
-transpose of the kernel's output, made contiguous (a copy of the output, at any size).
+3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group):
+the kernel writes the caller's (M, N) output directly, through a column-major C (``spec
+c_col_major``: element stores, rows predicated in the kernel), so the output is not copied;
+its (N,) bias, which is not per group, is added on the host (a new tensor, only then).
 
 Proven on the CPU: tests/rocm/test_layout_proofs.py runs the kernels' own tile mapping
 (``xvendor.rocm.tiling``) over every program of the grids planned here; tests/rocm/
@@ -50,12 +52,18 @@ ARGS = ("A", "B", "C", "Bias", "Offs", "M", "N", "K", "G", "lda", "ldb", "ldc",
 @dataclass
 class Launch:
     template: str  # "gemm" | "2Dx3D" | "2Dx2D" | "3Dx3D"
-    spec: dict  # build() keywords: dtype, out_dtype, has_bias, a_k_major, b_k_major
+    spec: dict  # build() keywords: dtype, out_dtype, has_bias, a_k_major, b_k_major, n_align
     args: tuple  # the launcher's arguments, named by ARGS
     result: callable = field(repr=False)  # () -> the op's output
 
     def named(self) -> dict:
         return dict(zip(ARGS, self.args))
+
+
+def n_align(n: int) -> int:
+    """The largest of 8, 4, 2, 1 dividing N: the widest C store (in elements) the kernel may
+    use without a vector straddling C's last column (``gemm_gfx950.store_width``)."""
+    return next(v for v in (8, 4, 2, 1) if n % v == 0)
 
 
 def _cdiv(a, b):
@@ -136,7 +144,10 @@ def _problem(op: str, args: tuple) -> _Problem:
     elif op == "grouped_mm":
         a, b, offs, bias, out_dtype = (tuple(args) + (None,) * 5)[:5]
         if a.dim() == 3 and b.dim() == 2:  # out.T = b.T @ a[g].T: 2Dx3D, bias on the host
-            return _problem(op, (b.t(), a.transpose(1, 2), offs, None, out_dtype or a.dtype))
+            p = _problem(op, (b.t(), a.transpose(1, 2), offs, None, out_dtype or a.dtype))
+            # the kernel's C is the caller's output transposed: column-major, element stores
+            p.spec.update(c_col_major=True, n_align=1)
+            return p
         if a.dim() == 2 and b.dim() == 3:  # the group bound is on rows: A K-major
             template, av, bv, need_a, need_b = "2Dx3D", a, b.transpose(1, 2), "k", None
         elif a.dim() == 2:  # the group bound is on K rows: both MN-major
@@ -147,7 +158,8 @@ def _problem(op: str, args: tuple) -> _Problem:
         raise KeyError(f"the flydsl templates run gemm and grouped_mm, not {op!r}")
     out_dtype = out_dtype or a.dtype
     spec = {"dtype": _DT[a.dtype], "out_dtype": _DT[out_dtype], "has_bias": bias is not None,
-            "a_k_major": _k_major(av, need_a), "b_k_major": _k_major(bv, need_b)}
+            "a_k_major": _k_major(av, need_a), "b_k_major": _k_major(bv, need_b),
+            "n_align": n_align(bv.shape[-2]), "c_col_major": False}
     return _Problem(template, av, bv, bias, out_dtype, spec)
 
 
@@ -187,23 +199,14 @@ def plan_gemm(a, b, bias, out_dtype, cfg) -> Launch:
 
 
 def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
-    """grouped_mm, the four layouts (3Dx2D as 2Dx3D of the transposed problem)."""
+    """grouped_mm, the four layouts (3Dx2D as 2Dx3D of the transposed problem, writing the
+    caller's output through a column-major C: no copy of the output)."""
     out_dtype = out_dtype or a.dtype
     dev = a.device
-    if a.dim() == 3 and b.dim() == 2:
-        inner = plan_grouped(b.t(), a.transpose(1, 2), offs, None, out_dtype, cfg)
-        inner_result = inner.result
-
-        def result():
-            out = inner_result().t().contiguous()
-            if bias is not None:
-                end = offs[-1] if offs.numel() else 0
-                live = torch.arange(out.shape[1], device=dev) < end
-                out = (out.float() + torch.where(live, bias.float(), 0.0)).to(out_dtype)
-            return out
-        inner.result = result
-        return inner
     p = _problem("grouped_mm", (a, b, offs, bias, out_dtype))
+    host_bias = bias if p.spec["c_col_major"] else None  # 3Dx2D: (N,) bias, not per group
+    if p.spec["c_col_major"]:
+        a, b, bias = b.t(), a.transpose(1, 2), None  # the problem the kernel runs
     mode = p.template
     if mode == "2Dx3D":
         G, (M, K), N = b.shape[0], a.shape, b.shape[2]
@@ -214,8 +217,13 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
     A, B = _operands(p)
     shape = (M, N) if mode == "2Dx3D" else (G, M, N)
     # zeros: rows past offs[-1] (2Dx3D) are never written by the kernel and must read 0
-    C = torch.zeros(shape, dtype=out_dtype, device=dev) if mode == "2Dx3D" else \
-        torch.empty(shape, dtype=out_dtype, device=dev)
+    if p.spec["c_col_major"]:  # 3Dx2D: the caller's (M', T) output is the kernel's C^T
+        out = torch.zeros((N, M), dtype=out_dtype, device=dev)
+        C = out.t()
+    else:
+        C = out = torch.zeros(shape, dtype=out_dtype, device=dev) if mode == "2Dx3D" else \
+            torch.empty(shape, dtype=out_dtype, device=dev)
+    ldc = M if p.spec["c_col_major"] else N  # C's row length, or its column's (3Dx2D)
     bias32 = bias.float().contiguous() if bias is not None else _placeholder(dev)
     _check_size(a=A, b=B, out=C)
     tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
@@ -223,8 +231,15 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
     grid = (tiles_m + G) * tiles_n if mode == "2Dx3D" else G * tiles_m * tiles_n
     offs_t = offs if offs is not None else torch.zeros(1, dtype=torch.int32, device=dev)
     args = (A, B, C, bias32, offs_t, M, N, K, G,
-            _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), N,
+            _ld(A, p.spec["a_k_major"]), _ld(B, p.spec["b_k_major"]), ldc,
             A.stride(0) if A.dim() == 3 else 0, B.stride(0) if B.dim() == 3 else 0,
             C.stride(0) if C.dim() == 3 else 0, N if bias is not None else 0,
             tiles_m, tiles_n, max(grid, 1))
-    return Launch(mode, p.spec, args, lambda: C)
+    if host_bias is None:
+        return Launch(mode, p.spec, args, lambda: out)
+
+    def result():  # 3Dx2D's bias, live on the columns of the groups (not past offs[-1])
+        end = offs[-1] if offs.numel() else 0
+        live = torch.arange(out.shape[1], device=dev) < end
+        return (out.float() + torch.where(live, host_bias.float(), 0.0)).to(out_dtype)
+    return Launch(mode, p.spec, args, result)

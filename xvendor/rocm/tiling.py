@@ -76,13 +76,17 @@ def tile_of(mode, bid, M, K, G, Offs, tiles_m, tiles_n, block_m):
 
 
 def view_bounds(g, row0, rows, k0, kn, N, lda, ldb, ldc, sag, sbg, scg, sbiasg,
-                a_k_major: bool, b_k_major: bool):
+                a_k_major: bool, b_k_major: bool, c_col_major: bool = False):
     """{operand: (offset, shape, stride, elements)} of group g's views (element units).
 
     ``elements`` is what the buffer descriptor holds: an access at or past it is dropped
     (store) or reads 0 (load); gfx1250's A and B go through the Tensor Data Mover, which
     bounds by ``shape`` instead. A (rows, kn), B (N, kn), C (rows, ldc), bias (rows, ldc)
     broadcast along rows; the operand's base is at ``offset`` from its tensor's start.
+    ``c_col_major`` (3Dx2D, which writes the caller's output as the transpose of its own
+    C): C (rows, N) with rows contiguous, columns ``ldc`` apart. Its descriptor ends after
+    the last column, so rows past the group's end are not dropped by it there: the
+    epilogue predicates rows too (``rows_left``), for both C majors.
     """
     if a_k_major:
         a = (g * sag + row0 * lda + k0, (rows, kn), (lda, 1), rows * lda)
@@ -92,7 +96,10 @@ def view_bounds(g, row0, rows, k0, kn, N, lda, ldb, ldc, sag, sbg, scg, sbiasg,
         b = (g * sbg + k0, (N, kn), (ldb, 1), N * ldb)
     else:
         b = (g * sbg + k0 * ldb, (N, kn), (1, ldb), kn * ldb)
-    c = (g * scg + row0 * ldc, (rows, ldc), (ldc, 1), rows * ldc)
+    if c_col_major:
+        c = (g * scg + row0, (rows, N), (1, ldc), (N - 1) * ldc + rows)  # N > 0: tiles exist
+    else:
+        c = (g * scg + row0 * ldc, (rows, ldc), (ldc, 1), rows * ldc)
     bias = (g * sbiasg, (rows, ldc), (0, 1), N)
     return {"A": a, "B": b, "C": c, "Bias": bias}
 
@@ -102,6 +109,12 @@ def columns_left(N, pid_n, block_n):
     when c < this (NOTE [N tail] in ``xvendor.rocm.gemm_gfx950``). C rows are N long, with
     no padding, so a column past N would be the next row's."""
     return N - pid_n * block_n
+
+
+def rows_left(rows, pid_m, block_m):
+    """Rows of tile row ``pid_m`` inside the group's view: the epilogue stores tile row r
+    only when r < this (both C majors; row-major C's descriptor drops them as well)."""
+    return rows - pid_m * block_m
 
 
 def k_left(kn, k_tile, block_k):
@@ -128,18 +141,23 @@ def traced(fn):
 
 def operand_views(fx, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
                   sag, sbg, scg, sbiasg, a_k_major: bool, b_k_major: bool, has_bias: bool,
-                  tdm: bool = False):
-    """Bounded views (A (rows, kn), B (N, kn), C (rows, ldc), bias) of one group.
+                  tdm: bool = False, c_col_major: bool = False):
+    """Bounded views (A (rows, kn), B (N, kn), C^T (ldc, rows), bias^T) of one group.
 
+    C and bias are viewed transposed, (N, rows) with N contiguous: the kernels compute C^T
+    (NOTE [C transposed] in ``xvendor.rocm.gemm_gfx950``); the elements and the buffer
+    bounds are ``view_bounds``' (the same memory, the modes swapped).
     ``tdm``: A and B are plain views (the Tensor Data Mover takes a raw address and bounds
     each tile by the view's shape); otherwise all four are buffer views bounded by size.
     """
     Int64 = fx.Int64
     bounds = view_bounds(g, row0, rows, k0, kn, N, lda, ldb, ldc, sag, sbg, scg, sbiasg,
-                         a_k_major, b_k_major)
+                         a_k_major, b_k_major, c_col_major)
 
     def bounded(t, name, operand=False):
         offset, shape, stride, n_elems = bounds[name]
+        if not operand:  # C and bias: transposed
+            shape, stride = shape[::-1], stride[::-1]
         view = fx.make_view(fx.add_offset(fx.get_iter(t), offset), fx.make_layout(shape, stride))
         if tdm and operand:
             return view
@@ -148,3 +166,20 @@ def operand_views(fx, A, B, C, Bias, g, row0, rows, k0, kn, N, lda, ldb, ldc,
 
     gA, gB, gC = bounded(A, "A", True), bounded(B, "B", True), bounded(C, "C")
     return gA, gB, gC, bounded(Bias, "Bias") if has_bias else None
+
+
+def flat_modes(shape, stride) -> list[tuple]:
+    """The (size, stride) of every leaf mode of a static (nested) layout, in order."""
+    if isinstance(shape, tuple):
+        return [m for sh, st in zip(shape, stride) for m in flat_modes(sh, st)]
+    return [(shape, stride)]
+
+
+def layout_offsets(shape, stride) -> list[int]:
+    """Offsets of every value of a static layout, in its value order (colexicographic).
+    Used at trace time on a partition's static layout (``gemm_gfx1250`` transposing reads)
+    and by the layout proofs on the templates' layouts."""
+    offs = [0]
+    for size, st in flat_modes(shape, stride):
+        offs = [o + i * st for i in range(size) for o in offs]
+    return offs
