@@ -21,7 +21,7 @@ import select
 import socket
 import time
 
-from . import wire
+from . import membership, wire
 from .control import Timing
 
 
@@ -202,7 +202,7 @@ def reconnect(rg) -> None:
                                f"epoch 0 within {rg.timing.join_timeout_s} s")
         time.sleep(rg.timing.slice_s)
     if rg.member in rec["members"]:
-        rg._converge(after=-1, t0=t0)
+        membership.converge(rg, after=-1, t0=t0)
     else:
         rg._queue(t0)
     rg.stats.setdefault("reconnects", []).append(time.monotonic() - t0)

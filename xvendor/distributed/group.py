@@ -24,16 +24,18 @@ A training loop by hand::
         except Excluded:                           # (recover() raises it too)
             rg = rg.rejoin()                       # turned away: come back as a newcomer
 
+How members agree on an epoch and form it (ready flags, group build, state sync) is
+``membership``; this module holds the group's life: construction, collectives, the step
+boundary, recovery and leaving.
+
 Collectives work on private copies and return fresh tensors: a retired group whose op is
 stuck on a hung peer may still write into its buffers later, so none is ever reused.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import threading
 import time
 from typing import Any, Callable
 
@@ -41,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 from . import control as cp
-from . import dataplane
+from . import dataplane, membership
 from .control import EpochAborted, Excluded, Timing, sliced_wait
 from .recorder import FlightRecorder
 
@@ -135,7 +137,7 @@ class ResilientGroup:
     def found(cls, host, port, member: int, **kw) -> "ResilientGroup":
         """A founding member: epoch 0 (written by the agent) lists it."""
         self = cls(host, port, member, has_state=True, **kw)
-        self._converge(after=-1, t0=time.monotonic())
+        membership.converge(self, after=-1, t0=time.monotonic())
         return self
 
     @classmethod
@@ -169,7 +171,7 @@ class ResilientGroup:
                 raise TimeoutError(f"member {member}: not admitted within "
                                    f"{self.timing.join_timeout_s} s (no step boundary reached?)")
             time.sleep(self.timing.slice_s)
-        self._converge(after=-1, t0=t0)
+        membership.converge(self, after=-1, t0=t0)
         self.stats["admitted_s"] = time.monotonic() - t0
 
     def reconnect(self) -> None:
@@ -281,7 +283,7 @@ class ResilientGroup:
                                           "why": f"grow at step {self.step}: {joiners}"})
         old = self.epoch
         self._retire_current()
-        self._converge(after=old, t0=t0)
+        membership.converge(self, after=old, t0=t0)
         self.stats["recoveries"].append({"kind": "grow", "s": time.monotonic() - t0,
                                          "epoch": self.epoch, "size": self.size})
 
@@ -293,83 +295,9 @@ class ResilientGroup:
         self.ctl.abort(old, f"member {self.member} entered recovery")
         self._retire_current()
         self._dump(old, self.members)  # every reachable rank dumps: the abort flag told them
-        self._converge(after=old, t0=t0)
+        membership.converge(self, after=old, t0=t0)
         self.stats["recoveries"].append({"kind": "shrink", "s": time.monotonic() - t0,
                                          "epoch": self.epoch, "size": self.size})
-
-    def _converge(self, after: int, t0: float) -> None:
-        settle: dict[int, float] = {}
-        while True:
-            if time.monotonic() - t0 > self.timing.join_timeout_s:
-                raise RuntimeError(f"member {self.member}: membership did not converge within "
-                                   f"{self.timing.join_timeout_s} s")
-            if self.ctl.is_dead(self.member):
-                self._exclude(f"member {self.member} was declared dead: "
-                              f"{self.ctl.get(cp.key_dead(self.member))}")
-            latest = self.ctl.latest_epoch()
-            rec = self.ctl.record(latest)
-            if self.member not in rec["members"]:
-                self._exclude(f"member {self.member} is not in epoch {latest} {rec['members']}")
-            if latest > after and not self.ctl.aborted(latest):
-                try:
-                    self._form(latest, rec)
-                    return
-                except EpochAborted:
-                    self._retire_current()
-                    continue
-            self.ctl.abort(latest, f"member {self.member} left epoch {latest}")
-            gone = self._gone(rec["members"])
-            first = settle.setdefault(latest, time.monotonic())
-            if not gone and time.monotonic() - first < self.timing.hb_timeout_s + self.timing.margin_s:
-                time.sleep(self.timing.slice_s)  # wait for the agent's verdict on who failed
-                continue
-            self._dump(latest, rec["members"])
-            self.ctl.propose(latest + 1, {"members": [m for m in rec["members"] if m not in gone],
-                                          "joins": rec.get("joins", 0),
-                                          "why": f"shrink after epoch {latest}: {sorted(gone)}"})
-
-    def _gone(self, members: list[int]) -> set[int]:
-        dead = self.ctl.dead()
-        return {m for m in members if m in dead or self.ctl.store.check([cp.key_left(m)])}
-
-    def _form(self, e: int, rec: dict) -> None:
-        members = rec["members"]
-        keys = [cp.key_ready(e, m) for m in members]
-        self.ctl.store.set(cp.key_ready(e, self.member),
-                           f"1:{int(self.step)}" if self.has_state else "0")
-        t0, polls = time.monotonic(), 0
-        while not self.ctl.store.check(keys):
-            polls += 1
-            if polls % 4:  # arrivals are polled often, deaths and aborts every 4th time
-                time.sleep(self.timing.slice_s / 4)
-                continue
-            if self.ctl.aborted(e):
-                raise EpochAborted(f"epoch {e} aborted while forming")
-            gone = self._gone(members)
-            if gone or time.monotonic() - t0 > self.timing.join_timeout_s:
-                self.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
-                raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
-            time.sleep(self.timing.slice_s / 4)
-        flags = [v.decode() for v in self.ctl.store.multi_get(keys)]
-        steps = [int(f[2:]) if f.startswith("1:") else -1 for f in flags]
-        if max(steps) < 0:
-            raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
-        # The oldest member holding state; among several, the most advanced (members differ
-        # only after a coordinator restart, when some committed a step the others did not).
-        src = steps.index(max(steps))
-        prev, prev_members = self._prev or (None, [])
-        self._prev = None
-        self.epoch, self.rank, self.members, self.record = e, members.index(self.member), members, rec
-        try:
-            self.pg = self._build(e, members, prev, prev_members)
-        except RuntimeError as err:
-            self.ctl.abort(e, f"member {self.member}: group creation failed: {err}")
-            raise EpochAborted(f"epoch {e}: group creation failed: {err}") from err
-        self._sync_state(src)
-        self.has_state = True
-        self.stats["epochs"].append({"epoch": e, "members": members, "rank": self.rank})
-        for notify in self.listeners:  # adapters (resilient_ddp) move to the new epoch
-            notify(self, prev_members)
 
     def torch_group(self):
         """This epoch's ``ResilientProcessGroup`` (a ``torch.distributed.ProcessGroup``)."""
@@ -381,48 +309,6 @@ class ResilientGroup:
                 unregister(self._torch_pg)
             self._torch_pg = ResilientProcessGroup(self)
         return self._torch_pg
-
-    def _build(self, e: int, members: list[int], prev, prev_members: list[int]):
-        """The epoch's group, built on a helper thread: a gloo constructor connects to every
-        peer and blocks for the whole op timeout if one died after the rendezvous (seen in
-        the two-failures drill). The constructor releases the GIL, so this thread keeps
-        reading the abort flag and, on abort, leaves the builder behind (it times out)."""
-        box: dict = {}
-
-        def build():
-            try:
-                box["pg"] = self.plane.form(e, self.rank, members, prev, prev_members,
-                                            lambda w: self._wait(w, time.monotonic()))
-            except BaseException as err:  # handed to the training thread
-                box["err"] = err
-
-        th = threading.Thread(target=build, name=f"xv-build-{e}", daemon=True)
-        th.start()
-        while th.is_alive():
-            th.join(self.timing.slice_s)
-            if th.is_alive() and (self.ctl.aborted(e) or self._gone(members)):
-                self.ctl.abort(e, f"member {self.member}: a peer died while epoch {e} connected")
-                raise EpochAborted(f"epoch {e} aborted while its group connected")
-        if "err" in box:
-            raise box["err"]
-        return box["pg"]
-
-    def _sync_state(self, src: int) -> None:
-        payload = None
-        if self.rank == src:
-            bio = io.BytesIO()
-            torch.save({"step": int(self.step), "state": self.get_state()}, bio)
-            payload = torch.frombuffer(bytearray(bio.getvalue()), dtype=torch.uint8)
-            header = torch.tensor([payload.numel(), self.step], dtype=torch.int64)
-        else:
-            header = torch.zeros(2, dtype=torch.int64)
-        header = self.broadcast(header, src, _op="state_header")
-        buf = payload if payload is not None else torch.empty(int(header[0]), dtype=torch.uint8)
-        buf = self.broadcast(buf, src, _op="state_payload").cpu()
-        if self.rank != src:
-            obj = torch.load(io.BytesIO(buf.numpy().tobytes()), weights_only=True)
-            self.set_state(obj["state"])
-            self.step = int(obj["step"])
 
     # -- leaving -------------------------------------------------------------------------
     def _retire_current(self) -> None:
