@@ -14,12 +14,13 @@ xvendor coordinator outside all of them::
 
 How the two levels meet. Rank r of every replica group holds the same shard, so "lane" r's
 resilient group (the ranks r of all replica groups, formed by the coordinator) averages
-that shard's gradient: ``FSDPModule.set_all_reduce_hook`` runs the all-reduce on the
-reduce-scattered shard through the lane's ``ResilientProcessGroup``. A failed all-reduce
-is latched there, never raised into autograd; ``with rg.step(optimizer):`` then redoes the
-step on a new epoch. The lanes of a replica group act as one unit (``from_env`` sees the
-replica group's process group; ``xvendor.distributed.lanes``): one commit/redo verdict per
-step for all of them, and a restarted group's ranks admitted at one step by every lane.
+that shard's gradient: ``FSDPModule.set_all_reduce_hook`` (on every FSDP module) launches
+the all-reduce of the reduce-scattered shard through the lane's ``ResilientProcessGroup``,
+and the step waits for them after backward. A failed all-reduce is latched there, never
+raised into autograd; ``with rg.step(optimizer):`` then redoes the step on a new epoch.
+The lanes of a replica group act as one unit (``from_env`` sees the replica group's process
+group; ``xvendor.distributed.lanes``): one commit/redo verdict per step for all of them,
+and a restarted group's ranks admitted at one step by every lane.
 Stepping one shard and not another would leave the group's shards at different steps. A
 restarted replica group's ranks receive their own shard's parameters and optimizer state
 from the oldest survivor of their lane.
@@ -35,6 +36,11 @@ failure-free run. The same with the race the lanes must not lose: a rank killed 
 other lane reached its verdict and before its own lane voted (``--die-before-vote``), and
 the restarted group's ranks queueing 3 s apart (``--delay-join``): both lanes of the
 surviving group redo that step together and the restarted ranks are admitted at one step.
+And, each run ending as the failure-free run does: both processes of a group SIGKILLed at
+once; a rank SIGSTOPped (the coordinator's heartbeat verdict evicts its whole group, the
+other group resumes within the call bound, the stopped rank exits excluded after SIGCONT
+and its group rejoins); a straggler (``--slow``: its group is evicted as one, named with
+the reason); the coordinator SIGKILLed and restarted (every rank reconnects, no restart).
 Not verified here: GPUs (the intra-group backend would be NCCL/RCCL) and several nodes per
 replica group.
 """
@@ -46,7 +52,9 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import time
+import zlib
 from datetime import timedelta
 
 import torch
@@ -55,11 +63,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 import xvendor
-from xvendor.distributed import EpochAborted, ResilientGroup
+from xvendor.distributed import EpochAborted, Excluded, ResilientGroup
 
 
 # -- the model ------------------------------------------------------------------------------
@@ -114,13 +122,14 @@ class TinyMoE(nn.Module):
         return self.head(self.norm(x))
 
 
-def batch(step: int, rank: int, seq: int = 32) -> torch.Tensor:
-    """Rank r's micro-batch of a step. NOTE [same data in every replica group]: it does not
-    depend on the replica group, so the cross-group average equals each group's own
-    gradient whatever the membership: a run with failures must end bit-identical to one
-    without (the test's check that no step was lost or applied twice). A real job would
-    shard its data by replica group as well."""
-    g = torch.Generator().manual_seed(10_000 * step + rank)
+def batch(step: int, rank: int, seq: int = 32, group_seed: int = 0) -> torch.Tensor:
+    """Rank r's micro-batch of a step. NOTE [same data in every replica group]: by default
+    it does not depend on the replica group, so the cross-group average equals each group's
+    own gradient whatever the membership: a run with failures must end bit-identical to one
+    without (the test's check that no step was lost or applied twice). A real job shards
+    its data by replica group as well (``--data-by-group``: ``group_seed`` differs per
+    group; then only the replicas' agreement with each other can be checked)."""
+    g = torch.Generator().manual_seed(10_000 * step + rank + 1_000_000 * group_seed)
     return torch.randint(0, 256, (4, seq + 1), generator=g)
 
 
@@ -171,18 +180,51 @@ def shard_hash(model: nn.Module, opt: torch.optim.Optimizer) -> str:
 
 
 # -- the cross-replica hook --------------------------------------------------------------------
-def all_reduce_hook(rg: ResilientGroup):
-    """The FSDP all-reduce hook: average this shard's reduce-scattered gradient across
-    replica groups (the lane's ``ResilientProcessGroup``). A failure is latched by the group,
-    never raised into autograd; the step guard reads it at the step boundary."""
-    def hook(shard_grad: torch.Tensor) -> None:
+class CrossReplicaMean:
+    """The FSDP all-reduce hook: average each reduce-scattered gradient shard across replica
+    groups through the lane's ``ResilientProcessGroup``, launched without waiting (``wait``
+    after backward). A failure is latched by the group, never raised into autograd; the step
+    guard reads it at the step boundary (the shard then keeps its local gradient, unused: the
+    step is redone).
+
+    NOTE [why the hook does not wait]: a blocking all-reduce per FSDP module would make every
+    replica group wait for the slowest at each module's hook, so the time each member reports
+    to the coordinator (step start to its last collective launch) would be the slowest
+    group's for everyone, and no straggler could stand out. Launched asynchronously, each
+    member's launches follow its own compute, as DDP's bucket all-reduces do, and the
+    all-reduces overlap the rest of backward. It relies on FSDP2 (torch 2.15) making the
+    sharded gradients views of the buffer the hook receives (no cast: reduce and parameter
+    dtypes equal), so the averaged result written into it later is what the optimizer sees;
+    ``wait`` checks on every step that each parameter's gradient is a view of a buffer this
+    hook averaged, which also proves that no parameter's gradient skipped the average."""
+
+    def __init__(self, rg: ResilientGroup, model: nn.Module):
+        self.rg, self.model, self.pending, self.skipped = rg, model, [], False
+
+    def __call__(self, shard_grad: torch.Tensor) -> None:
         try:
-            pg = rg.torch_group()
+            pg = self.rg.torch_group()
         except EpochAborted:          # the epoch is already gone: the step will be redone
+            self.skipped = True
             return
-        dist.all_reduce(shard_grad, group=pg)
-        shard_grad.div_(pg.size())
-    return hook
+        work = dist.all_reduce(shard_grad, op=dist.ReduceOp.AVG, group=pg, async_op=True)
+        self.pending.append((shard_grad, work))
+
+    def wait(self) -> None:
+        """Every launched all-reduce has ended (succeeded or latched): call after backward."""
+        buffers = {t.untyped_storage().data_ptr() for t, _ in self.pending}
+        for _, work in self.pending:
+            work.wait()
+        skipped, self.pending, self.skipped = self.skipped, [], False
+        if skipped:                   # a hook found no epoch: the step is redone anyway
+            return
+        for name, p in self.model.named_parameters():
+            g = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+            if g is not None and g.untyped_storage().data_ptr() not in buffers:
+                raise RuntimeError(f"{name}: its gradient is not a view of the buffer the "
+                                   "FSDP all-reduce hook averaged (NOTE [why the hook does "
+                                   "not wait]): this torch's FSDP changed; average in the "
+                                   "hook synchronously instead")
 
 
 def fault_here(spec: str | None, step: int | None = None) -> float | None:
@@ -237,6 +279,12 @@ def main(argv=None) -> int:
     p.add_argument("--delay-join", metavar="REPLICA:RANK:RESTART:SECONDS",
                    help="drill: that process queues for admission SECONDS after the rest of "
                         "its replica group (inside from_env, after the group met)")
+    p.add_argument("--data-by-group", action="store_true",
+                   help="each replica group trains on its own data (seeded by "
+                        "XVENDOR_REPLICA_ID) instead of the same data in every group")
+    p.add_argument("--slow", metavar="REPLICA:RANK:RESTART:SECONDS",
+                   help="drill: that process sleeps SECONDS at the start of every step (a "
+                        "straggler; its group mates wait for it in the group's collectives)")
     a = p.parse_args(argv)
 
     # NOTE [devices]: on cpu everything is gloo (what the test runs); on cuda (ROCm included)
@@ -266,29 +314,53 @@ def main(argv=None) -> int:
                                  set_state=lambda s: load_local_state(model, opt, s),
                                  model=model, device=device,
                                  backend="nccl" if use_cuda else "gloo")
-    model.set_all_reduce_hook(all_reduce_hook(rg))
+    # NOTE [a hook per FSDP module]: set_all_reduce_hook covers only the parameters of the
+    # module it is called on (its own param group), not its fully_shard-ed children: set on
+    # the root alone, the blocks' gradients were never averaged across replica groups
+    # (found by the aliasing check in CrossReplicaMean.wait; invisible to the drills, whose
+    # data is the same in every group).
+    cross = CrossReplicaMean(rg, model)
+    for m in model.modules():
+        if isinstance(m, FSDPModule):
+            m.set_all_reduce_hook(cross)
+    slow = fault_here(a.slow)
+    group_seed = 1 + zlib.crc32(os.environ.get("XVENDOR_REPLICA_ID", "").encode()) \
+        if a.data_by_group else 0
     log = open(os.path.join(a.out, f"rank{rank}_{os.environ.get('XVENDOR_REPLICA_ID', 'r')}"
                                    f"_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}.jsonl"),
                "a", buffering=1) if a.out else None
-    while rg.step < a.steps:
-        step = int(rg.step)
-        before = shard_hash(model, opt) if a.hash_every_step else None
-        with rg.step(opt) as guard:
-            opt.zero_grad(set_to_none=True)
-            tokens = batch(step, rank).to(device)
-            logits = model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                   tokens[:, 1:].reshape(-1))
-            loss.backward()
-            time.sleep(a.step_sleep)
-            if fault_here(a.die_before_vote, step) is not None:
-                time.sleep(1.0)       # the other lane votes and reaches its verdict meanwhile
-                os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        while rg.step < a.steps:
+            step = int(rg.step)
+            before = shard_hash(model, opt) if a.hash_every_step else None
+            with rg.step(opt) as guard:
+                if slow:
+                    time.sleep(slow)
+                opt.zero_grad(set_to_none=True)
+                tokens = batch(step, rank, group_seed=group_seed).to(device)
+                logits = model(tokens[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                       tokens[:, 1:].reshape(-1))
+                loss.backward()
+                cross.wait()
+                time.sleep(a.step_sleep)
+                if fault_here(a.die_before_vote, step) is not None:
+                    time.sleep(1.0)   # the other lane votes and reaches its verdict meanwhile
+                    os.kill(os.getpid(), signal.SIGKILL)
+            if log:
+                log.write(json.dumps({"step": step, "committed": guard.committed,
+                                      "lane_commit": guard.lane_commit,
+                                      "members": len(rg.members), "loss": loss.item(),
+                                      "before": before, "t": time.time()}) + "\n")
+    except Excluded as e:
+        # Declared dead (a hang seen by heartbeat, a straggler, or a group mate lost): one
+        # lane cannot rejoin alone (lanes.py), so leave with an error; torchrun restarts the
+        # whole replica group, which is admitted again as one unit.
         if log:
-            log.write(json.dumps({"step": step, "committed": guard.committed,
-                                  "lane_commit": guard.lane_commit,
-                                  "members": len(rg.members), "loss": loss.item(),
-                                  "before": before, "t": time.time()}) + "\n")
+            log.write(json.dumps({"excluded": str(e), "t": time.time()}) + "\n")
+        print(f"rank {rank}: excluded ({e}); exiting so that the replica group restarts",
+              file=sys.stderr, flush=True)
+        os._exit(3)  # skip teardown: the group's other rank may be gone or stuck
     result = {"rank": rank, "step": int(rg.step), "hash": shard_hash(model, opt),
               "pid": os.getpid(), "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))}
     if log:

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from xvendor.distributed import Coordinator, Refused, StragglerPolicy, Timing, wire
+from xvendor.distributed.control import key_left
 from xvendor.distributed.coordinator import main as coordinator_main
 from xvendor.distributed.ddp_drill import ExactModel
 from xvendor.distributed.env import Link, fingerprint, link_from_env
@@ -146,6 +147,35 @@ def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
     b.close()  # a clean leave
     time.sleep(0.3)
     assert b.member not in c.deaths()
+
+
+@pytest.mark.l1
+def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord):
+    """NOTE [a replica group is evicted whole]: group A's lane-1 process dies (no goodbye);
+    the coordinator declares A's lane-0 process dead too, naming why; B is untouched, and a
+    mate that left cleanly is not declared."""
+    logged = []
+    c = coord(min_replicas=2)
+    c._log = logged.append
+
+    def link(replica, lane):
+        return Link("127.0.0.1", c.port, TOKEN, lane=lane, lanes=2, replica=replica)
+    a0, a1, b0, b1 = link("A", 0), link("A", 1), link("B", 0), link("B", 1)
+    wait_for(lambda: c.lane(1).ctl.record(0) is not None, what="epoch 0")
+    a1._sock.close()
+    wait_for(lambda: a0.member in c.deaths(0), what="the mate's eviction")
+    assert a1.member in c.deaths(1) and "closed without a goodbye" in c.deaths(1)[a1.member]
+    why = c.deaths(0)[a0.member]
+    assert "replica group 'A' (restart 0) lost its lane 1" in why and "goodbye" in why, why
+    assert b0.member not in c.deaths(0) and b1.member not in c.deaths(1)
+    assert any("replica 'A', restart 0) declared dead" in m for m in logged), logged
+    c.lane(0).ctl.store.set(key_left(b0.member), "1")      # B's lane 0 leaves cleanly...
+    b0.close()
+    b1._sock.close()                                        # ...then its lane 1 drops
+    wait_for(lambda: b1.member in c.deaths(1), what="B's lane-1 death")
+    time.sleep(0.3)
+    assert b0.member not in c.deaths(0)
+    a0.close()
 
 
 @pytest.mark.l1

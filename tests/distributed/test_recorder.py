@@ -6,12 +6,14 @@ import pytest
 import torch
 
 from xvendor.distributed import FlightRecorder, analyze, format_analysis
+from xvendor.distributed.recorder import lanes_in, write_agent_dump
 from xvendor.distributed.cli import main as cli_main
 
 pytestmark = pytest.mark.l0
 
 
-def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacity=512):
+def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacity=512,
+          lane=0):
     fr = FlightRecorder(capacity)
     t = torch.zeros(8)
     for _ in range(n_done):
@@ -19,7 +21,7 @@ def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacit
     if stuck:
         fr.finish(fr.start("all_reduce", [t], epoch=0, rank=member), "aborted")
     return fr.dump(str(tmp_path), member=member, epoch=0, members=list(members),
-                   reason="agent: member(s) [2] dead", dead=dead or {})
+                   reason="agent: member(s) [2] dead", dead=dead or {}, lane=lane)
 
 
 def test_ring_buffer_keeps_the_newest_entries():
@@ -58,3 +60,31 @@ def test_fr_analyze_cli_json(tmp_path, capsys):
     assert cli_main(["fr", "analyze", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["epochs"][0]["never_reached"] == [1, 2]
+
+
+def test_lanes_dump_side_by_side_and_are_analyzed_apart(tmp_path):
+    # HSDP: member ids and epochs are per lane, so lane 0's member 1 of epoch 0 and lane 1's
+    # are different processes. Their dumps must not overwrite each other, and each lane's
+    # analysis sees its own ranks only: lane 0 lost member 2, lane 1 member 1.
+    _rank(tmp_path, 0, 5, True)
+    _rank(tmp_path, 1, 5, True)
+    _rank(tmp_path, 0, 7, True, lane=1)
+    _rank(tmp_path, 2, 7, True, lane=1)
+    write_agent_dump(str(tmp_path), {2: "killed"}, {}, lane=0)
+    write_agent_dump(str(tmp_path), {1: "straggler"}, {}, lane=1)
+    assert len(list(tmp_path.glob("fr_*.json"))) == 6
+    assert lanes_in(str(tmp_path)) == [0, 1]
+    (e0,) = analyze(str(tmp_path), 0)["epochs"]
+    (e1,) = analyze(str(tmp_path), 1)["epochs"]
+    assert (e0["waited_in"]["seq"], e0["never_reached"], e0["declared_dead"]) == (5, [2], {2: "killed"})
+    assert (e1["waited_in"]["seq"], e1["never_reached"], e1["declared_dead"]) == (7, [1], {1: "straggler"})
+
+
+def test_fr_analyze_cli_reports_every_lane(tmp_path, capsys):
+    _rank(tmp_path, 0, 2, True)
+    _rank(tmp_path, 0, 3, True, lane=1)
+    assert cli_main(["fr", "analyze", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["lane"], r["epochs"][0]["waited_in"]["seq"]) for r in out] == [(0, 2), (1, 3)]
+    assert cli_main(["fr", "analyze", str(tmp_path)]) == 0
+    assert ", lane 1" in capsys.readouterr().out

@@ -46,9 +46,12 @@ def cmd_run(args) -> int:
 
 
 def cmd_fr_analyze(args) -> int:
-    from .recorder import analyze, format_analysis
-    result = analyze(args.dir)
-    print(json.dumps(result, indent=2) if args.json else format_analysis(result))
+    from .recorder import analyze, format_analysis, lanes_in
+    results = [analyze(args.dir, lane) for lane in lanes_in(args.dir) or [0]]
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    else:
+        print("\n".join(format_analysis(r) for r in results))
     return 0
 
 

@@ -14,6 +14,9 @@
 - Evicts stragglers: a member whose busy time (step start to its last collective launch) is
   over ``factor`` x the median (and ``min_s`` over it) for ``steps`` consecutive steps is
   declared dead like a failed one, and the flight recorder says so.
+- Evicts a replica group whole: with several lanes, a verdict on one process of a group is
+  extended to its mates in the other lanes (``lanes.UnitRoster``). Every verdict is logged
+  with the member's replica group and the reason.
 
 A lane is one rank position inside the replica groups (``RANK`` under torchrun): lane ``r``'s
 resilient group joins rank ``r`` of every replica group. A pure DDP job has one lane.
@@ -45,6 +48,7 @@ import torch.distributed as dist
 from . import control as cp
 from . import wire
 from .control import Timing
+from .lanes import UnitRoster
 from .verdicts import Verdicts
 
 
@@ -112,6 +116,7 @@ class Coordinator:
         # several lanes per replica group: arrivals by (replica, restart) -> {lane: member}
         self.groups: dict[tuple[str, int], dict[int, int]] = {}
         self.group_lanes: int | None = None
+        self.roster = UnitRoster()  # NOTE [a replica group is evicted whole] in lanes
         self._groups_since: float | None = None
         self.refusals: list[str] = []
         self._conns: dict[socket.socket, _Conn] = {}
@@ -124,7 +129,7 @@ class Coordinator:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(dist.PrefixStore(prefix, self._client))
-            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir))
+            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r))
         return self.lanes[r]
 
     def deaths(self, lane: int = 0) -> dict[int, str]:
@@ -156,6 +161,7 @@ class Coordinator:
                     for lane in list(self.lanes.values()):
                         lane.verdicts.check_heartbeats(now)
                         lane.verdicts.abort_epochs_with_dead()
+                self.roster.settle(self.lanes, self.lane, self._log)
         finally:
             self._serving = False
             if self._closed:
@@ -244,6 +250,8 @@ class Coordinator:
         if fp is not None:
             lane.fingerprint = fp
         c.lane, c.member = m["lane"], lane.ctl.new_id()
+        self.roster.admit(c.lane, c.member, str(m.get("replica")), int(m.get("restart") or 0),
+                          int(m.get("lanes", 1)))
         if m.get("lanes", 1) > 1:
             self.group_lanes = m["lanes"]
             if not lane.formed:  # else a newcomer, admitted with its group's other lanes
@@ -320,7 +328,7 @@ class Coordinator:
                 lane.verdicts.declare(x, f"straggler: busy {ts} s in {p.steps} consecutive "
                                          f"steps vs median {med:.3f} s (factor {p.factor}, "
                                          f"floor {p.min_s} s); evicted")
-                self._log(f"member {x} evicted as a straggler")
+                self._log(f"lane {lane.index}: member {x} evicted as a straggler")
 
     def close(self) -> None:
         """Stop serving; the serving thread (if any) releases the sockets when it leaves."""

@@ -327,7 +327,12 @@ class ResilientGroup:
         why = reason or self.ctl.get(cp.key_abort(e)) or "unknown"
         self.stats["dumps"].append(self.recorder.dump(
             self.fr_dir, member=self.member, epoch=e, members=members, reason=why,
-            dead=self.ctl.dead()))
+            dead=self.ctl.dead(), lane=self.lane))
+
+    @property
+    def lane(self) -> int:
+        """This process's lane (rank inside its replica group); 0 without a coordinator."""
+        return int(self.link.args.get("lane", 0)) if self.link is not None else 0
 
     def _exclude(self, why: str):
         self._heartbeat.stop()

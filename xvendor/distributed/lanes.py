@@ -35,9 +35,14 @@ Epoch 0 holds I too: the coordinator forms every lane's epoch 0 at once from the
 groups, those whose every lane arrived; the others join later, whole, as newcomers. A lane
 that is excluded alone cannot rejoin alone (``rejoin`` raises): its group must restart.
 
+A verdict on one rank of a replica group (a death, a hang, a straggler) is a verdict on the
+group: the coordinator extends it to the group mates in the other lanes (``UnitRoster``,
+NOTE [a replica group is evicted whole]).
+
 Verified here: gloo on CPU, real processes, 2 replica groups x 2 lanes under torchrun, with
 a rank killed between its lane's verdict and the other lane's, and a restarted group's ranks
-queueing seconds apart (tests/examples/test_train_hsdp.py); the decisions over a real store
+queueing seconds apart; a whole group killed, a rank SIGSTOPped, a straggler, the coordinator
+restarted (tests/examples/test_train_hsdp.py); the decisions over a real store
 (tests/distributed/test_lanes.py); epoch 0 from whole groups (test_coordinator.py).
 Not verified: NCCL/RCCL replica groups (the MIN then runs on the group's device).
 """
@@ -144,3 +149,60 @@ def replica_group_from(kw: dict):
                          "the replica group's process group before from_env(), or pass "
                          "replica_group=<its ProcessGroup>")
     return pg if pg is not None and dist.get_world_size(pg) > 1 else None
+
+
+class UnitRoster:
+    """The coordinator's side of the unit: which processes form each replica-group
+    incarnation, so that a verdict on one of them is extended to the others.
+
+    NOTE [a replica group is evicted whole]: a lane's verdict names one process, but its
+    replica group cannot go on without it: the group's own collectives (FSDP's all-gathers
+    and reduce-scatters, ``agree``) need every rank. Left a member of its lane, a mate of a
+    hung or evicted process stays connected and heartbeating while it sits in those
+    collectives (until the group's op timeout), so its lane cannot shrink around it and every
+    healthy group stalls with it. Measured here before this rule (the SIGSTOP drill in
+    tests/examples/test_train_hsdp.py): the healthy group resumed 61 s after the SIGSTOP,
+    the replica group's gloo timeout. So the mates are declared dead too, with the reason;
+    they find themselves excluded, exit, and the launcher restarts the group, which is
+    admitted again as one unit. A mate that already left cleanly is not declared."""
+
+    def __init__(self):
+        self._unit_of: dict[tuple[int, int], dict] = {}   # (lane, member) -> incarnation
+        self._units: dict[tuple[str, int], dict] = {}     # (replica, restart) -> newest
+        self.who: dict[tuple[int, int], str] = {}         # (lane, member) -> for the log
+        self._settled: set[tuple[int, int]] = set()
+
+    def admit(self, lane: int, member: int, replica: str, restart: int, lanes: int) -> None:
+        self.who[(lane, member)] = f"replica {replica!r}, restart {restart}"
+        if lanes <= 1:
+            return
+        unit = self._units.get((replica, restart))
+        if unit is None or lane in unit["lanes"]:  # a new incarnation under an old name
+            unit = self._units[(replica, restart)] = {"replica": replica, "restart": restart,
+                                                      "lanes": {}}
+        unit["lanes"][lane] = member
+        self._unit_of[(lane, member)] = unit
+
+    def settle(self, lanes: dict, lane_of, log) -> None:
+        """Log each new verdict in ``lanes`` (index -> the coordinator's lane record) and
+        declare its group mates dead through ``lane_of(index)``'s verdicts."""
+        changed = True
+        while changed:
+            changed = False
+            for lane in list(lanes.values()):
+                for member, why in list(lane.verdicts.deaths.items()):
+                    if (lane.index, member) in self._settled:
+                        continue
+                    self._settled.add((lane.index, member))
+                    changed = True
+                    log(f"lane {lane.index}: member {member} "
+                        f"({self.who.get((lane.index, member), 'unknown')}) declared dead: {why}")
+                    unit = self._unit_of.get((lane.index, member), {"lanes": {}})
+                    for r, mate in unit["lanes"].items():
+                        other = lane_of(r)
+                        if r == lane.index or other.ctl.store.check([cp.key_left(mate)]):
+                            continue
+                        other.verdicts.declare(
+                            mate, f"replica group {unit['replica']!r} (restart "
+                                  f"{unit['restart']}) lost its lane {lane.index} (member "
+                                  f"{member}: {why}); a lane cannot go on alone: evicted with it")

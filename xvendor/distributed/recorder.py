@@ -5,6 +5,9 @@ Each entry: ``seq`` (per epoch), ``op``, ``sizes`` (numel of each tensor), ``dty
 ``epoch``, ``rank``, ``start``/``end`` (wall clock), ``state`` (started, completed, failed,
 aborted). On a failure every reachable rank writes ``fr_e<epoch>_m<id>.json`` (the abort
 flag reaches all of them); the agent writes ``fr_agent.json`` with its death notices.
+With several lanes (HSDP, ``lanes``) member ids and epochs are per lane, so lane ``L`` > 0
+writes ``fr_l<L>_e<epoch>_m<id>.json`` and ``fr_agent_l<L>.json`` (lane 0 keeps the plain
+names) and each lane is analyzed on its own (``analyze(directory, lane)``, ``lanes_in``).
 
 The analysis, per epoch that ended in a failure: the collective the survivors were waiting
 in (the newest seq any dumping rank started and did not complete) and the members that never
@@ -17,6 +20,7 @@ import collections
 import glob
 import json
 import os
+import re
 import time
 
 STATES = ("started", "completed", "failed", "aborted")
@@ -45,12 +49,12 @@ class FlightRecorder:
         return [dict(e) for e in self._ring]
 
     def dump(self, directory: str, *, member: int, epoch: int, members: list[int],
-             reason: str, dead: dict[int, str]) -> str:
+             reason: str, dead: dict[int, str], lane: int = 0) -> str:
         os.makedirs(directory, exist_ok=True)
         doc = {"member": member, "pid": os.getpid(), "epoch": epoch, "members": members,
                "reason": reason, "dead": {str(k): v for k, v in dead.items()},
-               "time": time.time(), "entries": self.entries()}
-        path = os.path.join(directory, f"fr_e{epoch}_m{member}.json")
+               "lane": lane, "time": time.time(), "entries": self.entries()}
+        path = os.path.join(directory, f"{_lane_prefix(lane)}e{epoch}_m{member}.json")
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f)
@@ -58,19 +62,40 @@ class FlightRecorder:
         return path
 
 
-def write_agent_dump(directory: str, deaths: dict[int, str], epochs: dict[int, dict]) -> None:
+def _lane_prefix(lane: int) -> str:
+    return "fr_" if lane == 0 else f"fr_l{lane}_"
+
+
+def _agent_name(lane: int) -> str:
+    return "fr_agent.json" if lane == 0 else f"fr_agent_l{lane}.json"
+
+
+def write_agent_dump(directory: str, deaths: dict[int, str], epochs: dict[int, dict],
+                     lane: int = 0) -> None:
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, "fr_agent.json.tmp")
-    with open(tmp, "w") as f:
+    path = os.path.join(directory, _agent_name(lane))
+    with open(path + ".tmp", "w") as f:
         json.dump({"dead": {str(k): v for k, v in deaths.items()},
                    "epochs": {str(k): v for k, v in epochs.items()}}, f)
-    os.replace(tmp, os.path.join(directory, "fr_agent.json"))
+    os.replace(path + ".tmp", path)
 
 
-def analyze(directory: str) -> dict:
-    """Per failed epoch: what the survivors waited in and who never reached it."""
-    dumps = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, "fr_e*_m*.json")))]
-    agent_path = os.path.join(directory, "fr_agent.json")
+def lanes_in(directory: str) -> list[int]:
+    """The lanes that left dumps in ``directory`` (0 for the plain names)."""
+    lanes = set()
+    for p in glob.glob(os.path.join(directory, "fr_*.json")):
+        m = re.fullmatch(r"fr_(?:l(\d+)_e\d+_m\d+|e\d+_m\d+|agent(?:_l(\d+))?)\.json",
+                         os.path.basename(p))
+        if m:
+            lanes.add(int(m.group(1) or m.group(2) or 0))
+    return sorted(lanes)
+
+
+def analyze(directory: str, lane: int = 0) -> dict:
+    """Per failed epoch of ``lane``: what the survivors waited in and who never reached it."""
+    dumps = [json.load(open(p)) for p in sorted(glob.glob(
+        os.path.join(directory, f"{_lane_prefix(lane)}e*_m*.json")))]
+    agent_path = os.path.join(directory, _agent_name(lane))
     agent = json.load(open(agent_path)) if os.path.exists(agent_path) else {"dead": {}}
     dead: dict[str, str] = dict(agent.get("dead", {}))
     for d in dumps:
@@ -98,11 +123,12 @@ def analyze(directory: str) -> dict:
             "never_reached": never, "no_dump": sorted(missing),
             "declared_dead": {m: dead[str(m)] for m in members if str(m) in dead},
         })
-    return {"directory": directory, "epochs": epochs, "dead": dead}
+    return {"directory": directory, "lane": lane, "epochs": epochs, "dead": dead}
 
 
 def format_analysis(result: dict) -> str:
-    lines = [f"flight recorder dumps in {result['directory']}"]
+    lines = [f"flight recorder dumps in {result['directory']}"
+             + (f", lane {result['lane']}" if result.get("lane") else "")]
     if not result["epochs"]:
         lines.append("  no dumps: no failure was recorded")
     for ep in result["epochs"]:

@@ -15,8 +15,9 @@ from .recorder import write_agent_dump
 class Verdicts:
     """One control-plane namespace's view of who failed, and why."""
 
-    def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None):
-        self.ctl, self.timing, self.fr_dir = ctl, timing, fr_dir
+    def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None,
+                 lane: int = 0):
+        self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
         self.deaths: dict[int, str] = {}
         self.death_times: dict[int, float] = {}
         self._hb: dict[int, tuple[int, float]] = {}
@@ -50,7 +51,8 @@ class Verdicts:
         if self.fr_dir:
             e = self.ctl.latest_epoch()
             write_agent_dump(self.fr_dir, self.deaths,
-                             {k: self.ctl.record(k) for k in range(max(0, e - 3), e + 1)})
+                             {k: self.ctl.record(k) for k in range(max(0, e - 3), e + 1)},
+                             lane=self.lane)
 
     def abort_epochs_with_dead(self) -> None:
         if not self.deaths:
