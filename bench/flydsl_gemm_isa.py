@@ -30,15 +30,12 @@ Each compile runs in its own process (LLVM errors abort a process), one at a tim
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import isolated  # bench/isolated.py: one compile per process
+
 INSTR = re.compile(r"^\s+((?:ds|buffer|global|tensor|scratch)_\w+|v_mfma\w*|v_wmma\w*)\b", re.M)
 
 
@@ -92,17 +89,6 @@ def compile_and_count(template: str, arch: str, config: dict) -> dict:
             "instructions": instruction_counts(raw["asm"]), **{k: rec.get(k) for k in keep}}
 
 
-def run_isolated(template: str, arch: str, config: dict, timeout_s: float = 600) -> dict:
-    """``compile_and_count`` in a fresh interpreter; a crash becomes a record saying so."""
-    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([template, arch, config])],
-                          capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode or not lines:
-        return {"template": template, "arch": arch, "config": config, "ok": False,
-                "reason": f"compile process exited {proc.returncode}: {proc.stderr[-800:]}"}
-    return json.loads(lines[-1])
-
-
 def jobs(targets, templates, which):
     from xvendor.rocm import configs
     for arch in targets:
@@ -120,21 +106,17 @@ def _name(cfg: dict) -> str:
 
 def main(argv=None) -> int:
     from xvendor.rocm import configs
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--targets", default=",".join(configs.TARGETS))
+    p = isolated.parser(__doc__.splitlines()[0], configs.TARGETS)
     p.add_argument("--templates", default=",".join(
         v for t in configs.TEMPLATES for v in (t, *configs.VARIANTS.get(t, ()))))
-    p.add_argument("--configs", choices=("default", "all"), default="default")
-    p.add_argument("--json", type=Path)
-    p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.one:
-        print(json.dumps(compile_and_count(*json.loads(args.one))))
+    if isolated.answer_one(args, compile_and_count):
         return 0
     records = []
     todo = jobs(args.targets.split(","), args.templates.split(","), args.configs)
     for template, arch, cfg in todo:
-        rec = run_isolated(template, arch, cfg)
+        rec = isolated.run(__file__, [template, arch, cfg],
+                           {"template": template, "arch": arch, "config": cfg})
         records.append(rec)
         head = f"{arch:8s} {template:18s} {_name(cfg):24s}"
         if not rec["ok"]:
@@ -143,12 +125,7 @@ def main(argv=None) -> int:
         print(f"{head} vgpr {rec['vgpr']:3d} sgpr {rec['sgpr']:3d} spills {rec['spills']} "
               f"scratch {rec['scratch']} lds {rec['lds_bytes']}", flush=True)
         print("    " + "  ".join(f"{k} {v}" for k, v in rec["instructions"].items()), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
-    bad = [r for r in records if not r["ok"] or r.get("spills") or r.get("scratch")]
-    print(f"{len(records) - len(bad)}/{len(records)} code objects ok, no spills, no scratch")
-    return 1 if bad else 0
-
+    return isolated.summarize(records, args.json)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,15 +14,12 @@ the numerics need a gfx950/gfx1250 device (the correctness gate checks them on f
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import isolated  # bench/isolated.py: one compile per process
+
 STORE = re.compile(r"^\s+(buffer_store_\w+|global_store_\w+)\b", re.M)
 VARIANTS = (("e4m3", "mx"), ("e2m1", "mx"), ("e4m3", "rowwise"))
 
@@ -41,18 +38,6 @@ def compile_and_count(arch: str, fmt: str, config: dict | None, recipe: str) -> 
             **{k: rec.get(k) for k in keep}}
 
 
-def run_isolated(job: list, timeout_s: float = 600) -> dict:
-    """``compile_and_count`` in a fresh interpreter; a crash becomes a record saying so."""
-    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps(job)],
-                          capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode or not lines:
-        arch, fmt, config, recipe = job
-        return {"arch": arch, "fmt": fmt, "config": config, "recipe": recipe, "ok": False,
-                "reason": f"compile process exited {proc.returncode}: {proc.stderr[-800:]}"}
-    return json.loads(lines[-1])
-
-
 def jobs(targets, which):
     from xvendor.rocm import scaled_configs
     for arch in targets:
@@ -65,21 +50,15 @@ def jobs(targets, which):
 def main(argv=None) -> int:
     from xvendor.rocm import scaled_configs
     from xvendor.rocm.configs import Config
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--targets", default=",".join(scaled_configs.TARGETS))
-    p.add_argument("--configs", choices=("default", "all"), default="default")
-    p.add_argument("--json", type=Path)
-    p.add_argument("--one", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.one:
-        print(json.dumps(compile_and_count(*json.loads(args.one))))
+    args = isolated.parser(__doc__.splitlines()[0], scaled_configs.TARGETS).parse_args(argv)
+    if isolated.answer_one(args, compile_and_count):
         return 0
     print("| arch | format | config | VGPR | LDS B | WG/CU | spills | scratch "
           "| instruction (count) | C stores |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     records = []
     for job in jobs(args.targets.split(","), args.configs):
-        rec = run_isolated(job)
+        rec = isolated.run(__file__, job, dict(zip(("arch", "fmt", "config", "recipe"), job)))
         records.append(rec)
         arch, fmt, config, recipe = job
         name = {"mx": "MXFP8" if fmt == "e4m3" else "MXFP4"}.get(recipe, "RowWise e4m3")
@@ -90,12 +69,7 @@ def main(argv=None) -> int:
         stores = ", ".join(f"{v} {k}" for k, v in rec["stores"].items())
         print(f"{head} {rec['vgpr']} | {rec['lds_bytes']} | {rec['occupancy']} | {rec['spills']} "
               f"| {rec['scratch']} | `{rec['mma_instr']}` x{rec['exact']} | {stores} |", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1))
-    bad = [r for r in records if not r["ok"] or r.get("spills") or r.get("scratch")]
-    print(f"{len(records) - len(bad)}/{len(records)} code objects ok, no spills, no scratch")
-    return 1 if bad else 0
-
+    return isolated.summarize(records, args.json)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -259,6 +259,23 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
     return launch, smem_bytes, threads
 
 
+def converted(fx, mma, tid, fC, gBias, TO, has_bias, tile, pid):
+    """The accumulator (+ bias) in the out dtype, in a fragment shaped like ``fC``.
+    ``gBias``: fp32 from the host, broadcast along M by a stride-0 view; ``tile``/``pid``:
+    the workgroup's tile of the view ``fC`` tiles (C, or C^T for ``store_c_t``) and its index."""
+    acc = fC.load()
+    if has_bias:
+        gBias = fx.flat_divide(gBias, fx.make_tile(*tile))[(None, None) + tuple(pid)]
+        bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
+        tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
+        fbias = fx.make_fragment_like(fC)
+        fx.copy(bias_atom, tb.partition_S(gBias), tb.retile(fbias))
+        acc = acc + fbias.load()
+    out = fx.make_fragment_like(fC, TO.ir_type)
+    out.store(acc.to(TO))
+    return out
+
+
 def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left):
     """fp32 accumulator (+ bias) -> out dtype -> buffer stores, masked to columns < ``n_left``:
     one element per store, for an MMA tiling C itself (the scaled templates'); the bf16/fp16
@@ -268,16 +285,7 @@ def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_
     the next row: each store is predicated on its column (``n_left`` = N - the tile's first
     column). Rows past the group end are dropped by the buffer descriptor.
     """
-    acc = fC.load()
-    if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
-        gBias = fx.flat_divide(gBias, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
-        bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
-        tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
-        fbias = fx.make_fragment_like(fC)
-        fx.copy(bias_atom, tb.partition_S(gBias), tb.retile(fbias))
-        acc = acc + fbias.load()
-    out = fx.make_fragment_like(fC, TO.ir_type)
-    out.store(acc.to(TO))
+    out = converted(fx, mma, tid, fC, gBias, TO, has_bias, (BM, BN), (pid_m, pid_n))
     store, tc = store_copy(fx, mma, TO)
     tc = tc.get_slice(tid)
     dst = tc.partition_S(gC)
@@ -302,16 +310,7 @@ def store_c_t(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n
     past ``m_left`` (the group's end) are predicated off as well: a row-major C's descriptor
     would drop them too, a column-major C's (3Dx2D) would not (``tiling.view_bounds``).
     """
-    acc = fC.load()
-    if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
-        gBias = fx.flat_divide(gBias, fx.make_tile(BN, BM))[None, None, pid_n, pid_m]
-        bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
-        tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
-        fbias = fx.make_fragment_like(fC)
-        fx.copy(bias_atom, tb.partition_S(gBias), tb.retile(fbias))
-        acc = acc + fbias.load()
-    out = fx.make_fragment_like(fC, TO.ir_type)
-    out.store(acc.to(TO))
+    out = converted(fx, mma, tid, fC, gBias, TO, has_bias, (BN, BM), (pid_n, pid_m))
     store, tc = store_copy(fx, mma, TO, vec)
     tc = tc.get_slice(tid)
     dst = tc.partition_S(gC)
