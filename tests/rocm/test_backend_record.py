@@ -174,3 +174,14 @@ def test_scaled_mm_is_served_on_request_with_one_gate_verdict_per_format_and_rec
     ids = {backend.gate_identity("scaled_mm", info, torch.bfloat16, call, None)
            for call in (args, (a4, w4.t(), sa4, mx, sw4, mx), (ar, wr.t(), sar, rw, swr.t(), rw))}
     assert len(ids) == 3
+    # the identity names what the plan compiles, the C store width (n_align) included:
+    # N = 32 and N = 36 are two code objects (8- and 4-element stores)
+    from xvendor.rocm import scaled_configs, scaled_launch
+    w36, sw36 = xvendor.quantize(torch.randn(36, 128), e4, "mx")
+    aligns = []
+    for call in (args, (a, w36.t(), sa, mx, sw36, mx), (ar, wr.t(), sar, rw, swr.t(), rw)):
+        plan = scaled_launch.plan_scaled_mm(*call, cfg=scaled_configs.default("gfx950"))
+        flags = ",".join(f"{k}={v}" for k, v in sorted(plan.spec.items()))
+        assert f"/{flags}/" in backend.gate_identity("scaled_mm", info, torch.bfloat16, call, None)
+        aligns.append(plan.spec["n_align"])
+    assert aligns == [8, 4, 8]

@@ -39,6 +39,9 @@ JOBS = {arch: [(fmt, None, "mx") for fmt in scaled_configs.FORMATS]
         + [("e4m3", SMALL.to_dict(), "mx"), ("e4m3", None, "rowwise")]
         for arch in scaled_configs.TARGETS}
 FP4_MARK = {"gfx950": "cbsz:4 blgp:4", "gfx1250": "matrix_a_fmt:MATRIX_FMT_FP4"}
+# bf16 C of the representative problem (N = 136, a multiple of 8): one accumulator run per
+# store, 4 elements on gfx950, 8 on gfx1250 (where one element took buffer_store_short/b16)
+C_STORE = {"gfx950": "buffer_store_dwordx2", "gfx1250": "buffer_store_b128"}
 # Runs in a fresh interpreter per arch: compiles its jobs, prints one JSON record each.
 _WORKER = """
 import json, re, sys
@@ -50,8 +53,9 @@ for fmt, config, recipe in jobs:
     rec = resources.inspect(arch, raw)
     instr = scaled_configs.MX_INSTR[arch]
     lines = [l for l in raw["asm"].splitlines() if instr in l]
+    stores = re.findall(r"^\\s+(buffer_store_\\w+)", raw["asm"], re.M)
     rec.update(fmt=fmt, config=config, recipe=recipe, exact=len(lines), lines=lines[:2],
-               fp4_lines=sum({fp4!r}[arch] in l for l in lines))
+               fp4_lines=sum({fp4!r}[arch] in l for l in lines), stores=sorted(set(stores)))
     print("RECORD" + json.dumps(rec), flush=True)
 """
 
@@ -72,7 +76,7 @@ def test_plan_passes_the_callers_operands_without_copies():
     plan = scaled_launch.plan_mx(a, w.t(), sa, sb, cfg)
     args = dict(zip(scaled_launch.ARGS, plan.args))
     assert plan.template == "scaled_mm:mx"
-    assert plan.spec == {"fmt": "e4m3", "out_dtype": "bf16", "recipe": "mx"}
+    assert plan.spec == {"fmt": "e4m3", "out_dtype": "bf16", "recipe": "mx", "n_align": 8}
     assert args["A"].data_ptr() == a.data_ptr() and args["B"].data_ptr() == w.data_ptr()
     assert args["SA"].data_ptr() == sa.data_ptr() and args["SB"].data_ptr() == sb.data_ptr()
     assert (args["M"], args["N"], args["K"]) == (M, N, K)
@@ -208,41 +212,90 @@ def test_op_arguments_map_to_the_recipes_plans_or_a_fallback_error():
 
 # ---------------------------------------------------------------- layout proofs (l1)
 
+# One symmetric config and one whose blocks and waves differ along M and N: the kernel asks
+# the MMA's view of it (``mma_config``: M and N swapped, the MMA tiles C^T).
+PROOF_CFGS = [Config(64, 64, 256, 2, 2, 2, 16), Config(128, 64, 256, 4, 1, 2, 16)]
+
+
 @pytest.mark.l1
+@pytest.mark.parametrize("cfg", PROOF_CFGS, ids=[c.name for c in PROOF_CFGS])
 @pytest.mark.parametrize("arch", scaled_configs.TARGETS)
-def test_lane_scales_match_the_fragments_the_copies_build(arch, mlir):
-    """For every thread and atom (i, kk) of a 64x64x256 tile (two atoms per wave along M/N,
-    two along K), the values the LDS -> register copy gives the atom are in row
-    ``lane_scale_coords``'s row, in exactly its K blocks (gfx950: 32 contiguous K of one
-    block; gfx1250: 8-value chunks of the row's four blocks), as the kernel assumes."""
+def test_lane_scales_match_the_fragments_the_copies_build(arch, cfg, mlir):
+    """For every thread and atom of the tile (several along M/N, two along K), the values the
+    LDS -> register copy gives the atom are in row ``lane_scale_coords``'s row, in exactly
+    its K blocks (gfx950: 32 contiguous K of one block; gfx1250: 8-value chunks of the row's
+    four blocks), as the kernel assumes. As in the kernel: our B is the MMA's A operand
+    (rows along block_n), our A its B operand, and the lane scales are asked of
+    ``mma_config(cfg)``."""
     import flydsl.expr as fx
     mod = scaled_launch.template_module(arch)
     from xvendor.rocm import scaled_gfx950
-    cfg = Config(64, 64, 256, 2, 2, 2, 16)
+    mcfg = scaled_gfx950.mma_config(cfg)
     T = fx.Float8E4M3FN
-    _, mma = scaled_gfx950.tiled_mma(fx, cfg, T, mod)
+    _, mma = scaled_gfx950.tiled_mma(fx, mcfg, T, mod)
     atom = fx.make_copy_atom(fx.UniversalCopy(mod.lane_copy_bits(8)), T)
-    rep, rep_k = 2, 2
+    rep_k = cfg.block_k // 128
     chunk = 32 if arch == "gfx950" else 8
     per_atom = 32 if arch == "gfx950" else 64  # values per lane and atom
-    for operand, make in (("a", fx.make_tiled_copy_A), ("b", fx.make_tiled_copy_B)):
+    for ours, operand, make in (("B", "a", fx.make_tiled_copy_A), ("A", "b", fx.make_tiled_copy_B)):
+        rows = cfg.block_n if ours == "B" else cfg.block_m
+        rep = rows // (16 * (mcfg.warps_m if operand == "a" else mcfg.warps_n))
         tiled = make(atom, mma)
-        ident = fx.make_view((0, 0), fx.make_identity_layout((64, 256)))
+        ident = fx.make_view((0, 0), fx.make_identity_layout((rows, cfg.block_k)))
         for tid in range(cfg.num_warps * mod.WAVE):
             c = tiled.get_slice(tid).partition_S(ident)
             assert fx.size(c).to_py_value() == per_atom * rep * rep_k
             for kk in range(rep_k):
                 for i in range(rep):
-                    row, kbs = mod.lane_scale_coords(cfg, tid, i, kk, operand=operand)
+                    row, kbs = mod.lane_scale_coords(mcfg, tid, i, kk, operand=operand)
                     blocks = []
                     for start in range(0, per_atom, chunk):
                         flat = start + per_atom * (i + rep * kk)
                         (r0, k0), (r1, k1) = (c[flat].to_py_value(),
                                               c[flat + chunk - 1].to_py_value())
-                        assert r0 == r1 == row, (operand, tid, i, kk)
+                        assert r0 == r1 == row, (ours, tid, i, kk)
                         assert k1 - k0 == chunk - 1 and k0 // 32 == k1 // 32
                         blocks.append(k0 // 32)
-                    assert sorted(set(blocks)) == sorted(kbs), (operand, tid, i, kk, blocks)
+                    assert sorted(set(blocks)) == sorted(kbs), (ours, tid, i, kk, blocks)
+
+
+@pytest.mark.l1
+@pytest.mark.parametrize("cfg", PROOF_CFGS, ids=[c.name for c in PROOF_CFGS])
+@pytest.mark.parametrize("arch", scaled_configs.TARGETS)
+def test_c_stores_cover_the_tile_once_in_runs_along_n(arch, cfg, mlir):
+    """The epilogue's stores (``store_c_t`` on the scaled atom's C^T tiling): each lane's
+    accumulator holds runs of ``C_RUN`` consecutive N at one M, and for every store width N
+    allows, every element of the (block_n, block_m) C^T tile is stored exactly once, each
+    store ``vec`` consecutive N starting at a multiple of ``vec`` (so one predicate per
+    store on its first element is exact for N a multiple of ``vec``)."""
+    import flydsl.expr as fx
+    from collections import Counter
+
+    from xvendor.rocm import gemm_gfx950, scaled_gfx950
+    from xvendor.testing.layouts import partition_coords
+    mod = scaled_launch.template_module(arch)
+    _, mma = scaled_gfx950.tiled_mma(fx, scaled_gfx950.mma_config(cfg), fx.Float8E4M3FN, mod)
+    threads = cfg.num_warps * mod.WAVE
+    ident = fx.make_view((0, 0), fx.make_identity_layout((cfg.block_n, cfg.block_m)))
+    for tid in (0, 1, 17, threads - 1):
+        coords = partition_coords(mma.thr_slice(tid).partition_C(ident))
+        for i in range(0, len(coords), mod.C_RUN):
+            n0, m0 = coords[i]
+            assert coords[i:i + mod.C_RUN] == [(n0 + j, m0) for j in range(mod.C_RUN)], tid
+    for n_align in (8, 2, 1):
+        vec = gemm_gfx950.store_width(mod.C_RUN, n_align, 16)
+        assert vec == min(mod.C_RUN, n_align)
+        _, tiled = gemm_gfx950.store_copy(fx, mma, fx.BFloat16, vec)  # the epilogue's copy
+        seen = Counter()
+        for tid in range(threads):
+            coords = partition_coords(gemm_gfx950.tile_coords(
+                fx, tiled.get_slice(tid), cfg.block_n, cfg.block_m))
+            for i in range(0, len(coords), vec):
+                n0, m0 = coords[i]
+                assert n0 % vec == 0 and coords[i:i + vec] == [(n0 + j, m0) for j in range(vec)]
+            seen.update(coords)
+        assert set(seen) == {(n, m) for n in range(cfg.block_n) for m in range(cfg.block_m)}
+        assert set(seen.values()) == {1}, n_align
 
 
 @pytest.mark.l1
@@ -305,6 +358,7 @@ def test_code_objects_use_the_exact_scaled_instruction(records, arch):
         assert 0 < rec["lds_bytes"] <= devices.ARCHS[arch].lds_bytes, label
         assert rec["lds_bytes"] == scaled_launch.template_module(arch).lds_bytes(cfg, rec["fmt"])
         assert rec["code_object_bytes"] > 1000 and rec["occupancy"] >= 1, label
+        assert rec["stores"] == [C_STORE[arch]], (label, rec["stores"])
         fp4 = rec["fmt"] == "e2m1"
         assert (rec["fp4_lines"] == rec["exact"]) if fp4 else rec["fp4_lines"] == 0, \
             (label, rec["lines"])

@@ -93,7 +93,8 @@ def gate_identity(op: str, info, dtype, args: tuple, config: dict | None) -> str
         mx = int(getattr(args[3], "value", args[3])) == scaled_launch.MX
         template = scaled_configs.TEMPLATE if mx else scaled_configs.TEMPLATE_ROWWISE
         spec = {"fmt": "e4m3" if args[0].dtype == torch.float8_e4m3fn else "e2m1",
-                "out_dtype": "bf16", "recipe": "mx" if mx else "rowwise"}
+                "out_dtype": "bf16", "recipe": "mx" if mx else "rowwise",
+                "n_align": launch.n_align(args[1].shape[1])}  # as scaled_launch's plans
     else:
         cfg = _config(info.arch, op, config)
         template, spec = launch.specialization(op, args, cfg)

@@ -259,13 +259,25 @@ def build(template: str, cfg, *, dtype: str, out_dtype: str, has_bias: bool,
     return launch, smem_bytes, threads
 
 
-def converted(fx, mma, tid, fC, gBias, TO, has_bias, tile, pid):
-    """The accumulator (+ bias) in the out dtype, in a fragment shaped like ``fC``.
-    ``gBias``: fp32 from the host, broadcast along M by a stride-0 view; ``tile``/``pid``:
-    the workgroup's tile of the view ``fC`` tiles (C, or C^T for ``store_c_t``) and its index."""
+def store_c_t(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left,
+              m_left, vec: int):
+    """The GEMM templates' epilogue (bf16/fp16 and the scaled MX ones): fp32 C^T accumulator
+    (+ bias) -> out dtype -> buffer stores of ``vec`` elements, masked to columns < ``n_left``.
+
+    NOTE [C transposed]: the kernels compute C^T = B A^T (our B is the MMA's A operand), so
+    each lane's accumulator holds runs of consecutive N at one M: ``C_RUN`` values,
+    contiguous in row-major C, stored ``vec`` at a time (``store_width``) instead of one
+    element per store. ``gC``: the workgroup's (BN, BM) tile of C^T (N contiguous).
+    NOTE [N tail]: C's rows are N long (no padding), so a tile column past N would land in
+    the next row: each store is predicated on its first column (``n_left`` = N - the tile's
+    first column). ``vec`` divides N, so a vector's columns are all below ``n_left`` or all
+    at or past it, and one predicate per vector is exact. Rows at or
+    past ``m_left`` (the group's end) are predicated off as well: a row-major C's descriptor
+    would drop them too, a column-major C's (3Dx2D) would not (``tiling.view_bounds``).
+    """
     acc = fC.load()
-    if has_bias:
-        gBias = fx.flat_divide(gBias, fx.make_tile(*tile))[(None, None) + tuple(pid)]
+    if has_bias:  # bias arrives as fp32 (host), broadcast along M by a stride-0 view
+        gBias = fx.flat_divide(gBias, fx.make_tile(BN, BM))[None, None, pid_n, pid_m]
         bias_atom = fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32)
         tb = fx.make_tiled_copy_C(bias_atom, mma).get_slice(tid)
         fbias = fx.make_fragment_like(fC)
@@ -273,44 +285,6 @@ def converted(fx, mma, tid, fC, gBias, TO, has_bias, tile, pid):
         acc = acc + fbias.load()
     out = fx.make_fragment_like(fC, TO.ir_type)
     out.store(acc.to(TO))
-    return out
-
-
-def epilogue(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left):
-    """fp32 accumulator (+ bias) -> out dtype -> buffer stores, masked to columns < ``n_left``:
-    one element per store, for an MMA tiling C itself (the scaled templates'); the bf16/fp16
-    GEMM templates tile C^T and store vectors (``store_c_t``).
-
-    NOTE [N tail]: C's rows are N long (no padding), so a tile column past N would land in
-    the next row: each store is predicated on its column (``n_left`` = N - the tile's first
-    column). Rows past the group end are dropped by the buffer descriptor.
-    """
-    out = converted(fx, mma, tid, fC, gBias, TO, has_bias, (BM, BN), (pid_m, pid_n))
-    store, tc = store_copy(fx, mma, TO)
-    tc = tc.get_slice(tid)
-    dst = tc.partition_S(gC)
-    coords = tile_coords(fx, tc, BM, BN)
-    keep = fx.make_fragment_like(dst, dtype=fx.Boolean)
-    for i in fx.range_constexpr(fx.size(coords).to_py_value()):
-        keep[i] = fx.elem_less(coords[i], (BM, n_left))
-    fx.copy(store, tc.retile(out), dst, pred=keep)
-
-
-def store_c_t(fx, mma, tid, fC, gC, gBias, pid_m, pid_n, TO, has_bias, BM, BN, n_left,
-              m_left, vec: int):
-    """The GEMM templates' epilogue: fp32 C^T accumulator (+ bias) -> out dtype -> buffer
-    stores of ``vec`` elements, masked to columns < ``n_left``.
-
-    NOTE [C transposed]: the kernels compute C^T = B A^T (our B is the MMA's A operand), so
-    each lane's accumulator holds runs of consecutive N at one M: ``C_RUN`` values,
-    contiguous in row-major C, stored ``vec`` at a time (``store_width``) instead of one
-    element per store. ``gC``: the workgroup's (BN, BM) tile of C^T (N contiguous).
-    N tail (NOTE [N tail] in ``epilogue``): ``vec`` divides N, so a vector's columns are all
-    below ``n_left`` or all at or past it, and one predicate per vector is exact. Rows at or
-    past ``m_left`` (the group's end) are predicated off as well: a row-major C's descriptor
-    would drop them too, a column-major C's (3Dx2D) would not (``tiling.view_bounds``).
-    """
-    out = converted(fx, mma, tid, fC, gBias, TO, has_bias, (BN, BM), (pid_n, pid_m))
     store, tc = store_copy(fx, mma, TO, vec)
     tc = tc.get_slice(tid)
     dst = tc.partition_S(gC)

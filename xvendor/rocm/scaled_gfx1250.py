@@ -24,7 +24,7 @@ correctness gate must catch a wrong lane/byte mapping on the first gfx1250 run.
 NOTE [unverified numerics]: compiled to real gfx1250 code objects on a CPU; never run.
 """
 
-from . import scaled_gfx950
+from . import gemm_gfx1250, scaled_gfx950
 
 ARCH = "gfx1250"
 WAVE = 32
@@ -32,6 +32,7 @@ ATOM_M = scaled_gfx950.ATOM_M
 ATOM_K = scaled_gfx950.ATOM_K
 MX_BLOCK = scaled_gfx950.MX_BLOCK
 C_VALS = 8  # accumulator values per lane and atom (16 x 16 / 32 lanes)
+C_RUN = gemm_gfx1250.C_RUN  # all 8 are consecutive accumulator M (our N): one run
 CHUNK_K = 8  # contiguous K values per lane and LDS read
 lds_bytes = scaled_gfx950.lds_bytes
 
@@ -58,9 +59,10 @@ def lane_scale_coords(cfg, tid: int, i: int, kk: int, *, operand: str = "a"):
     return row, tuple(kk * per_atom + b for b in range(per_atom))
 
 
-def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"):
+def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx",
+          n_align: int = 1):
     """The ``@flyc.jit`` launcher of one specialization (recipes as in ``scaled_gfx950``):
     (launcher, LDS bytes, threads)."""
     import sys
     return scaled_gfx950.build(cfg, fmt=fmt, out_dtype=out_dtype, recipe=recipe,
-                               machine=sys.modules[__name__])
+                               n_align=n_align, machine=sys.modules[__name__])

@@ -20,8 +20,15 @@ Code paths (fixed on the host at build time):
   ends (M and N tails read 0; C stores past M are dropped); the K tail (K % block_k, with K a
   multiple of 32 by the MX rule) is zeroed in registers before it reaches LDS, and its
   scales are replaced by 2^0 (a scale past K is the next row's and could be NaN, and
-  NaN * 0 is NaN); C's N tail by predicated stores (``gemm_gfx950.epilogue``).
-- epilogue: fp32 accumulator -> bf16 -> buffer stores.
+  NaN * 0 is NaN); C's N and M tails by one predicate per C store (``store_c_t``).
+- orientation: the atoms compute C^T = B A^T (our B is the MMA's A operand, its scales the
+  instruction's ``scale_a``), as the bf16 templates do (NOTE [C transposed] in
+  ``gemm_gfx950``): each lane's accumulator then holds runs of consecutive N at one M,
+  contiguous in row-major C. ``mma_config`` is the MMA's view of a config (M and N
+  swapped); ``lane_scale_coords`` is asked in that view.
+- epilogue: fp32 accumulator -> bf16 -> buffer stores of up to ``C_RUN`` elements, as
+  wide as N allows (the launch passes ``n_align``; ``gemm_gfx950.store_width``): 8 bytes,
+  ``buffer_store_dwordx2``, on gfx950; 16 bytes, ``buffer_store_b128``, on gfx1250.
 - rowwise recipe (``recipe="rowwise"``: TensorWise / RowWise, e4m3): the same kernel with
   every block scale 2^0 (the scaled instruction then computes the plain fp8 product), and
   the fp32 accumulator multiplied by scale_a[row] * scale_b[col] before rounding (fp32
@@ -47,8 +54,11 @@ NOTE [unverified numerics]: compiled to real gfx950 code objects on a CPU and in
 them against the reference; the correctness gate does that on first use.
 """
 
-from .gemm_gfx950 import epilogue, tile_coords, zero_k_tail
-from .tiling import columns_left, k_left
+from dataclasses import replace
+
+from . import gemm_gfx950
+from .gemm_gfx950 import store_c_t, store_width, tile_coords, zero_k_tail
+from .tiling import columns_left, k_left, rows_left
 
 ARCH = "gfx950"
 WAVE = 64
@@ -75,7 +85,8 @@ def lane_scale_coords(cfg, tid: int, i: int, kk: int, *, operand: str = "a"):
     K blocks' scales go to bytes 0, 1, .. of the lane's i32 (here one: byte 0).
 
     Plain arithmetic, shared by the kernel (on FlyDSL values) and the layout proof (ints).
-    The waves are laid out (warps_m, warps_n) with M fastest; fragment atom ``i`` of wave
+    ``cfg`` is the MMA's view (``mma_config``: operand "a" is our B, "b" our A). The waves
+    are laid out (warps_m, warps_n) with M fastest; fragment atom ``i`` of wave
     (wm, wn) covers tile rows ``(i * warps_m + wm) * 16 ..`` (A) or columns
     ``(i * warps_n + wn) * 16 ..`` (B).
     """
@@ -121,6 +132,14 @@ def k_major_lds(fx, base, rows: int, block_k: int, stages: int, bits: int):
 
 
 C_VALS = 4  # accumulator values per lane and atom
+C_RUN = gemm_gfx950.C_RUN[ATOM_M]  # consecutive accumulator M (our N) a lane holds
+
+
+def mma_config(cfg):
+    """The config as the MMA sees it: it tiles C^T (NOTE [C transposed] in ``gemm_gfx950``),
+    so its M block and waves are our N's, and the other way round."""
+    return replace(cfg, block_m=cfg.block_n, block_n=cfg.block_m,
+                   warps_m=cfg.warps_n, warps_n=cfg.warps_m)
 
 
 def lane_copy_bits(bits: int) -> int:
@@ -133,8 +152,9 @@ def scaled_atom(fx, T):
 
 
 def tiled_mma(fx, cfg, T, machine=None):
-    """(atom, tiled MMA): warps_m x warps_n waves; the kernel issues the atom itself, one
-    fragment (i, j, kk) at a time, since each carries its own lane scales."""
+    """(atom, tiled MMA): warps_m x warps_n waves along the MMA's M and N (the kernel passes
+    ``mma_config(cfg)``: it tiles C^T); the kernel issues the atom itself, one fragment at
+    a time, since each carries its own lane scales."""
     atom = fx.make_mma_atom((machine or _this()).scaled_atom(fx, T))
     return atom, fx.make_tiled_mma(atom, fx.make_layout((cfg.warps_m, cfg.warps_n, 1),
                                                         (1, cfg.warps_m, 0)))
@@ -185,7 +205,8 @@ def rowwise_scale(fx, mma, tid, fC, S, rows, cols, along_rows: bool, BM, BN, pid
 
 
 def apply_row_scales(fx, mma, tid, fC, SA, SB, M, N, BM, BN, pid_m, pid_n, mx: bool):
-    """Rowwise recipe: fC *= scale_a[row] * scale_b[col], in fp32 (MX: nothing)."""
+    """Rowwise recipe: fC *= SA[row] * SB[col] of the (M, N) matrix ``fC`` tiles, in fp32
+    (MX: nothing). The kernel tiles C^T: it passes (scale_b, scale_a, N, M, ...)."""
     if mx:
         return
     fa = rowwise_scale(fx, mma, tid, fC, SA, M, N, True, BM, BN, pid_m, pid_n)
@@ -194,14 +215,14 @@ def apply_row_scales(fx, mma, tid, fC, SA, SB, M, N, BM, BN, pid_m, pid_n, mx: b
 
 
 def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx",
-          machine=None):
+          n_align: int = 1, machine=None):
     """The ``@flyc.jit`` launcher of one specialization (see ``xvendor.rocm.scaled_launch``):
     (launcher, LDS bytes, threads). ``recipe``: "mx" (E8M0 block scales, uint8 SA (M, K/32)
     and SB (N, K/32)) or "rowwise" (fp32 SA (M,) and SB (N,), applied to the fp32
     accumulator in the epilogue; the atoms run with unit block scales, 2^0; TensorWise is
     rowwise with the scalar broadcast on the host). ``machine``: the module naming the
     arch's wave, atom, lane copy width and lane scales (this one; ``scaled_gfx1250`` reuses
-    the kernel)."""
+    the kernel). ``n_align``: the widest C store N allows (``launch.n_align``)."""
     mc = machine or _this()
     if recipe not in ("mx", "rowwise"):
         raise ValueError(f"recipe must be 'mx' or 'rowwise', got {recipe!r}")
@@ -222,6 +243,8 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
     BKB = BK * bits // 8  # bytes of a tile row
     rep_m, rep_n, rep_k = BM // (ATOM_M * WM), BN // (ATOM_M * WN), BK // ATOM_K
     lsc = mc.lane_scale_coords
+    mcfg = mma_config(cfg)  # the MMA tiles C^T: its M is our N (NOTE [C transposed])
+    vec = store_width(mc.C_RUN, n_align, 16)  # bf16 C
 
     @flyc.kernel
     def kernel(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, SA: fx.Tensor, SB: fx.Tensor,
@@ -237,8 +260,11 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
             pid_m = bid // tiles_n
             kb_total = K // MX_BLOCK
 
-            def bounded(t, rows, cols, ld):
-                view = fx.make_view(fx.get_iter(t), fx.make_layout((rows, cols), (ld, 1)))
+            def bounded(t, rows, cols, ld, transposed=False):
+                """(rows, cols) row-major view, or its (cols, rows) transpose; either way
+                bounded at ``rows`` rows of ``ld`` elements."""
+                shape, stride = ((cols, rows), (1, ld)) if transposed else ((rows, cols), (ld, 1))
+                view = fx.make_view(fx.get_iter(t), fx.make_layout(shape, stride))
                 nbytes = fx.Int64(rows) * fx.Int64(ld) * (t.element_type.width // 8)
                 return fx.rocdl.make_buffer_tensor(view, num_records_bytes=nbytes)
 
@@ -247,12 +273,12 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
             kbytes = K * bits // 8
             gA = bounded(A, M, kbytes, lda)
             gB = bounded(B, N, kbytes, ldb)
-            gC = bounded(C, M, ldc, ldc)
+            gC = bounded(C, M, ldc, ldc, transposed=True)  # C^T (ldc, M), N contiguous
             gSA, gSB = scale_views(fx, bounded, SA, SB, M, N, kb_total, ldsa, ldsb, mx)
             gA = fx.flat_divide(gA, fx.make_tile(BM, BKB))[None, None, pid_m, None]
             gB = fx.flat_divide(gB, fx.make_tile(BN, BKB))[None, None, pid_n, None]
-            gC = fx.flat_divide(gC, fx.make_tile(BM, BN))[None, None, pid_m, pid_n]
-            atom, mma = tiled_mma(fx, cfg, T, mc)
+            gC = fx.flat_divide(gC, fx.make_tile(BN, BM))[None, None, pid_n, pid_m]
+            atom, mma = tiled_mma(fx, mcfg, T, mc)
             thr_mma = mma.thr_slice(tid)
 
             def lds(dtype):
@@ -270,11 +296,12 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
             cA = tile_coords(fx, g2s, BM, BKB)  # (row, byte) of each loaded value
             cB = tile_coords(fx, g2s, BN, BKB)
             s2r_atom = fx.make_copy_atom(fx.UniversalCopy(mc.lane_copy_bits(bits)), T)
-            s2rA = fx.make_tiled_copy_A(s2r_atom, mma).get_slice(tid)
-            s2rB = fx.make_tiled_copy_B(s2r_atom, mma).get_slice(tid)
+            # C^T = B A^T: our A is the MMA's B operand, our B its A (NOTE [C transposed])
+            s2rA = fx.make_tiled_copy_B(s2r_atom, mma).get_slice(tid)
+            s2rB = fx.make_tiled_copy_A(s2r_atom, mma).get_slice(tid)
             ssA, ssB = s2rA.partition_S(sA), s2rB.partition_S(sB)
-            fA = thr_mma.make_fragment_A(sA[None, None, 0])
-            fB = thr_mma.make_fragment_B(sB[None, None, 0])
+            fA = thr_mma.make_fragment_B(sA[None, None, 0])
+            fB = thr_mma.make_fragment_A(sB[None, None, 0])
             fC = thr_mma.make_fragment_C(gC)
             rA, rB = s2rA.retile(fA), s2rB.retile(fB)
             fC.fill(0.0)
@@ -300,16 +327,17 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
                 for j in fx.range_constexpr(rep_n):
                     b.append(fx.make_rmem_tensor(fx.size(fB[None, j, kk]).to_py_value(), T))
                     b[j].store(fB[None, j, kk].load())
-                sa = [word(fx, gSA, row_a0, kb0, lsc(cfg, tid, i, kk, operand="a"), kb_total)
+                # lane scales in the MMA's view: our A rows are its B operand's
+                sa = [word(fx, gSA, row_a0, kb0, lsc(mcfg, tid, i, kk, operand="b"), kb_total)
                       for i in range(rep_m)]
-                sb = [word(fx, gSB, row_b0, kb0, lsc(cfg, tid, j, kk, operand="b"), kb_total)
+                sb = [word(fx, gSB, row_b0, kb0, lsc(mcfg, tid, j, kk, operand="a"), kb_total)
                       for j in range(rep_n)]
-                for i in fx.range_constexpr(rep_m):
-                    for j in fx.range_constexpr(rep_n):
+                for j in fx.range_constexpr(rep_n):
+                    for i in fx.range_constexpr(rep_m):
                         c = fx.make_rmem_tensor(mc.C_VALS, fx.Float32)  # NOTE [atom fragments]
-                        c.store(fC[None, i, j].load())
-                        fx.gemm(atom, c, a[i], b[j], c, scale_a=sa[i], scale_b=sb[j])
-                        fC[None, i, j].store(c.load())
+                        c.store(fC[None, j, i].load())
+                        fx.gemm(atom, c, b[j], a[i], c, scale_a=sb[j], scale_b=sa[i])
+                        fC[None, j, i].store(c.load())
 
             for s in fx.range_constexpr(S - 1):  # prologue (tiles past K read 0: unused)
                 fx.copy(g2r, tgA[None, None, None, s], regA)
@@ -336,9 +364,9 @@ def build(cfg, *, fmt: str = "e4m3", out_dtype: str = "bf16", recipe: str = "mx"
                 fx.copy(r2s, regA, tsA[None, None, None, wt])
                 fx.copy(r2s, regB, tsB[None, None, None, wt])
                 fx.gpu.barrier()
-            apply_row_scales(fx, mma, tid, fC, SA, SB, M, N, BM, BN, pid_m, pid_n, mx)
-            epilogue(fx, mma, tid, fC, gC, None, pid_m, pid_n, fx.BFloat16, False, BM, BN,
-                     columns_left(N, pid_n, BN))
+            apply_row_scales(fx, mma, tid, fC, SB, SA, N, M, BN, BM, pid_n, pid_m, mx)
+            store_c_t(fx, mma, tid, fC, gC, None, pid_m, pid_n, fx.BFloat16, False, BM, BN,
+                      columns_left(N, pid_n, BN), rows_left(M, pid_m, BM), vec)
 
     @flyc.jit
     def launch(A: fx.Tensor, B: fx.Tensor, C: fx.Tensor, SA: fx.Tensor, SB: fx.Tensor,

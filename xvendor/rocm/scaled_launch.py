@@ -11,7 +11,8 @@ specialization (template ``scaled_mm:mx``, element format, out dtype), the kerne
 pairs packed along K with the lower K index in the low nibble) and are recast in the kernel;
 the E8M0 scales as uint8 too. Sizes never cause a copy: M and N tails are masked by buffer
 bounds and predicated stores, the K tail (K % block_k; K itself a multiple of 32) in
-registers (``xvendor.rocm.scaled_gfx950``). A K-major operand whose rows are not 16-byte
+registers (``xvendor.rocm.scaled_gfx950``); the spec's ``n_align`` (the largest of 8, 4,
+2, 1 dividing N) sets how wide the C stores may be. A K-major operand whose rows are not 16-byte
 aligned is copied to an aligned one (16-byte loads), as in the bf16 plans.
 
 ``compile_mx(arch, fmt, cfg)`` builds the launch of a representative problem (sizes off the
@@ -27,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from . import scaled_configs
-from .launch import Launch, _cdiv, _check_size
+from .launch import Launch, _cdiv, _check_size, n_align
 
 ARGS = ("A", "B", "C", "SA", "SB", "M", "N", "K", "lda", "ldb", "ldc", "ldsa", "ldsb",
         "tiles_m", "tiles_n", "grid")
@@ -91,8 +92,8 @@ def plan_mx(a, b, scale_a, scale_b, cfg, out_dtype=torch.bfloat16) -> Launch:
     tiles_m, tiles_n = _cdiv(M, cfg.block_m), _cdiv(N, cfg.block_n)
     args = (A, B, C, SA, SB, M, N, K, A.stride(0), B.stride(0), N, SA.stride(0), SB.stride(0),
             tiles_m, tiles_n, max(tiles_m * tiles_n, 1))
-    return Launch(scaled_configs.TEMPLATE, {"fmt": fmt_a, "out_dtype": "bf16", "recipe": "mx"},
-                  args, lambda: C)
+    return Launch(scaled_configs.TEMPLATE, {"fmt": fmt_a, "out_dtype": "bf16", "recipe": "mx",
+                                            "n_align": n_align(N)}, args, lambda: C)
 
 
 def _row_scales(s: torch.Tensor, n: int, name: str, shape: tuple) -> torch.Tensor:
@@ -127,7 +128,8 @@ def plan_rowwise(a, b, scale_a, scale_b, cfg, out_dtype=torch.bfloat16) -> Launc
     args = (A, B, C, SA, SB, M, N, K, A.stride(0), B.stride(0), N, 0, 0,
             tiles_m, tiles_n, max(tiles_m * tiles_n, 1))
     return Launch(scaled_configs.TEMPLATE_ROWWISE,
-                  {"fmt": "e4m3", "out_dtype": "bf16", "recipe": "rowwise"}, args, lambda: C)
+                  {"fmt": "e4m3", "out_dtype": "bf16", "recipe": "rowwise", "n_align": n_align(N)},
+                  args, lambda: C)
 
 
 _TENSORWISE, _ROWWISE, MX = 0, 1, 3  # torch.nn.functional.ScalingType values
