@@ -1,6 +1,7 @@
 """FlyDSL MX scaled GEMM: static report of the shipped configs (no AMD GPU needed).
 
-    python bench/flydsl_scaled.py [--configs default|all] [--targets gfx950,gfx1250] [--json out.json]
+    python bench/flydsl_scaled.py [--configs default|all] [--targets gfx950,gfx1250]
+        [--json out.json]
 
 Compiles ``xvendor.rocm.scaled_launch``'s representative problem (M, N off the tile, K a
 multiple of 32 but not of block_k) for gfx950 and gfx1250 in MXFP8 (e4m3), MXFP4 (e2m1) and

@@ -195,11 +195,13 @@ class CrossReplicaMean:
     all-reduces overlap the rest of backward. It relies on FSDP2 (torch 2.15) making the
     sharded gradients views of the buffer the hook receives (no cast: reduce and parameter
     dtypes equal), so the averaged result written into it later is what the optimizer sees;
-    ``wait`` checks on every step that each parameter's gradient is a view of a buffer this
-    hook averaged, which also proves that no parameter's gradient skipped the average."""
+    ``wait`` checks, on the first step every hook ran, that each parameter's gradient is a
+    view of a buffer this hook averaged, which also proves that no parameter's gradient
+    skipped the average (the layout is fixed once FSDP has built its buffers)."""
 
     def __init__(self, rg: ResilientGroup, model: nn.Module):
         self.rg, self.model, self.pending, self.skipped = rg, model, [], False
+        self.checked = False
 
     def __call__(self, shard_grad: torch.Tensor) -> None:
         try:
@@ -216,8 +218,9 @@ class CrossReplicaMean:
         for _, work in self.pending:
             work.wait()
         skipped, self.pending, self.skipped = self.skipped, [], False
-        if skipped:                   # a hook found no epoch: the step is redone anyway
+        if skipped or self.checked:   # skipped: a hook found no epoch, the step is redone
             return
+        self.checked = True
         for name, p in self.model.named_parameters():
             g = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
             if g is not None and g.untyped_storage().data_ptr() not in buffers:

@@ -76,8 +76,10 @@ def test_lanes_dump_side_by_side_and_are_analyzed_apart(tmp_path):
     assert lanes_in(str(tmp_path)) == [0, 1]
     (e0,) = analyze(str(tmp_path), 0)["epochs"]
     (e1,) = analyze(str(tmp_path), 1)["epochs"]
-    assert (e0["waited_in"]["seq"], e0["never_reached"], e0["declared_dead"]) == (5, [2], {2: "killed"})
-    assert (e1["waited_in"]["seq"], e1["never_reached"], e1["declared_dead"]) == (7, [1], {1: "straggler"})
+    def seen(ep):
+        return ep["waited_in"]["seq"], ep["never_reached"], ep["declared_dead"]
+    assert seen(e0) == (5, [2], {2: "killed"})
+    assert seen(e1) == (7, [1], {1: "straggler"})
 
 
 def test_fr_analyze_cli_reports_every_lane(tmp_path, capsys):

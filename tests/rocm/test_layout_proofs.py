@@ -54,7 +54,7 @@ from hypothesis import strategies as hst
 fx = pytest.importorskip("flydsl.expr")
 
 from xvendor.rocm import configs, gemm_gfx950, gemm_gfx1250, launch, tiling  # noqa: E402
-from xvendor.testing.layouts import partition_coords  # noqa: E402
+from xvendor.testing.layouts import partition_coords, store_coverage  # noqa: E402
 
 pytestmark = pytest.mark.l1
 
@@ -136,15 +136,10 @@ def test_store_predicate_coordinates_cover_the_c_tile_once(mlir, arch, cfg, out_
     vec = gemm_gfx950.store_width(C_RUNS[arch](cfg), n_align, out_bits)
     assert vec == min(C_RUNS[arch](cfg), n_align, 128 // out_bits) and n_align % vec == 0
     TO = fx.Float32 if out_bits == 32 else fx.BFloat16
-    seen = Counter()
     _, tiled = gemm_gfx950.store_copy(fx, mma, TO, vec)  # the epilogue's own copy
-    for tid in range(cfg.num_warps * MODULES[arch].WAVE):
-        thr = tiled.get_slice(tid)
-        coords = partition_coords(gemm_gfx950.tile_coords(fx, thr, cfg.block_n, cfg.block_m))
-        for i in range(0, len(coords), vec):  # one store: what keep[i // vec] guards
-            n0, m0 = coords[i]
-            assert n0 % vec == 0 and coords[i:i + vec] == [(n0 + j, m0) for j in range(vec)]
-        seen.update(coords)
+    # each store: what keep[i // vec] guards
+    seen = store_coverage(tiled, cfg.num_warps * MODULES[arch].WAVE, cfg.block_n, cfg.block_m,
+                          vec)
     assert set(seen) == {(n, m) for n in range(cfg.block_n) for m in range(cfg.block_m)}
     assert set(seen.values()) == {1}
     # the epilogue keeps a vector iff fx.elem_less((n0, m0), (n_left, block_m)): every

@@ -269,10 +269,9 @@ def test_c_stores_cover_the_tile_once_in_runs_along_n(arch, cfg, mlir):
     store ``vec`` consecutive N starting at a multiple of ``vec`` (so one predicate per
     store on its first element is exact for N a multiple of ``vec``)."""
     import flydsl.expr as fx
-    from collections import Counter
 
     from xvendor.rocm import gemm_gfx950, scaled_gfx950
-    from xvendor.testing.layouts import partition_coords
+    from xvendor.testing.layouts import partition_coords, store_coverage
     mod = scaled_launch.template_module(arch)
     _, mma = scaled_gfx950.tiled_mma(fx, scaled_gfx950.mma_config(cfg), fx.Float8E4M3FN, mod)
     threads = cfg.num_warps * mod.WAVE
@@ -286,14 +285,7 @@ def test_c_stores_cover_the_tile_once_in_runs_along_n(arch, cfg, mlir):
         vec = gemm_gfx950.store_width(mod.C_RUN, n_align, 16)
         assert vec == min(mod.C_RUN, n_align)
         _, tiled = gemm_gfx950.store_copy(fx, mma, fx.BFloat16, vec)  # the epilogue's copy
-        seen = Counter()
-        for tid in range(threads):
-            coords = partition_coords(gemm_gfx950.tile_coords(
-                fx, tiled.get_slice(tid), cfg.block_n, cfg.block_m))
-            for i in range(0, len(coords), vec):
-                n0, m0 = coords[i]
-                assert n0 % vec == 0 and coords[i:i + vec] == [(n0 + j, m0) for j in range(vec)]
-            seen.update(coords)
+        seen = store_coverage(tiled, threads, cfg.block_n, cfg.block_m, vec)
         assert set(seen) == {(n, m) for n in range(cfg.block_n) for m in range(cfg.block_m)}
         assert set(seen.values()) == {1}, n_align
 

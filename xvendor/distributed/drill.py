@@ -135,9 +135,11 @@ def train(spec: dict) -> None:
             rejoined = True
         if rejoined:
             # The excluded object became garbage when the except clause ended: collect it
-            # now, not wherever the collector would run. A group it still held, stuck on
-            # the hung peer, would block this thread in its destructor until gloo's op
-            # timeout (``group._exclude`` hands it to the retirer instead).
+            # here, at a fixed point, not wherever the collector happens to run. The fix is
+            # in the library (``group._exclude`` hands its groups to the retirer); this
+            # makes the drill deterministic about it: were a stuck gloo group still held
+            # by the excluded object, its destructor would block right here, every run,
+            # for gloo's op timeout, and the drill's call bound would fail.
             rejoined = False
             gc.collect()
     rg.close()

@@ -230,21 +230,16 @@ class ResilientProcessGroup(dist.ProcessGroup):
 
     def _scatter(self, outputs, in_lists, opts, op):
         avg, n = _is_avg(opts.reduceOp), self.size()
-        o = dist.ReduceScatterOptions()
-        o.reduceOp = _SUM if avg else opts.reduceOp
-        results = []
+        reduce_op = _SUM if avg else opts.reduceOp
+        launched = []  # (work, result) per output
 
         def launch():  # NOTE [gloo reduce_scatter] in dataplane: sliceable on every backend
-            works = []
-            for il in in_lists:
-                work, result = dataplane.reduce_scatter(self._inner, self._backend,
-                                                        self.rank(), il, o.reduceOp)
-                works.append(work)
-                results.append(result)
-            return works
+            launched[:] = [dataplane.reduce_scatter(self._inner, self._backend, self.rank(),
+                                                    il, reduce_op) for il in in_lists]
+            return [work for work, _ in launched]
 
         def done():
-            for t, result in zip(outputs, results):
+            for t, (_, result) in zip(outputs, launched):
                 s = result()
                 t.copy_(s / n if avg else s)
         return self._submit(op, outputs, launch, done, outputs)

@@ -21,9 +21,9 @@ tails and ragged group ends by the buffer descriptors' sizes, a K-major operand'
 by zeroing the loaded values past K (gfx950) or by the Tensor Data Mover's extents
 (gfx1250), and C's N tail by predicated stores. C is allocated (M, N) (or (G, M, N)) and
 returned as it is. Its stores are vectors along N as wide as ``n_align`` (the largest of 8,
-4, 2, 1 dividing N, part of the specialization) and the accumulator allow. ``tests/rocm/test_launch.py`` proves this on the plans: for
-non-multiple sizes the kernel gets the caller's tensors (views of the same storage) and
-the plan allocates nothing but C.
+4, 2, 1 dividing N, part of the specialization) and the accumulator allow.
+``tests/rocm/test_launch.py`` proves this on the plans: for non-multiple sizes the kernel
+gets the caller's tensors (views of the same storage) and the plan allocates nothing but C.
 3Dx2D is computed as 2Dx3D on the transposed problem (out.T = b.T @ a[g].T per group):
 the kernel writes the caller's (M, N) output directly, through a column-major C (``spec
 c_col_major``: element stores, rows predicated in the kernel), so the output is not copied;

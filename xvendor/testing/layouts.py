@@ -33,3 +33,25 @@ def partition_coords(t, rank: int = 2) -> list[tuple]:
     for i in (1, len(out) - 1):
         assert tuple(t[i].to_py_value()) == out[i]
     return out
+
+
+
+def store_coverage(tiled, threads: int, rows: int, cols: int, vec: int):
+    """A Counter of how often each (row, col) of a (rows, cols) tile is written by the store
+    copy ``tiled`` over ``threads`` threads, asserting that every store (``vec`` values) is
+    ``vec`` consecutive rows at one col, starting at a multiple of ``vec``: what an aligned
+    vector access, guarded by one predicate on its first value, needs."""
+    from collections import Counter
+
+    import flydsl.expr as fx
+
+    from xvendor.rocm.gemm_gfx950 import tile_coords  # the coordinates the kernels mask by
+    seen = Counter()
+    for tid in range(threads):
+        coords = partition_coords(tile_coords(fx, tiled.get_slice(tid), rows, cols))
+        for i in range(0, len(coords), vec):
+            r0, c0 = coords[i]
+            assert r0 % vec == 0 and coords[i:i + vec] == [(r0 + j, c0) for j in range(vec)], \
+                (tid, coords[i:i + vec])
+        seen.update(coords)
+    return seen
