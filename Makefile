@@ -13,7 +13,8 @@ TIERS  ?= l0,l1
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/apt-packages.txt
+	@bash scripts/install_apt.sh
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# bench: torchft 0.2.0, the peer of bench/elastic_ddp.py (the tests do not need it).
