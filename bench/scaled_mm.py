@@ -4,7 +4,7 @@ report and a roofline prediction without one.
 With a CUDA/ROCm device (``--gpu``; the default when one is present): for each shape and
 recipe, the same quantized inputs through xvendor's triton ``scaled_mm`` kernel and through
 torch (``torch._scaled_mm`` for TensorWise/RowWise, ``F.scaled_mm`` for MX where torch has
-a kernel: sm_100+, gfx950); each output first checked against the ``aten`` reference, a
+a kernel: sm_100+, gfx950); each output first checked against the ``reference`` backend, a
 wrong one reported and not timed. CUDA events, 10 warm-ups, median of 50; prints ms,
 TFLOP/s and the ratio torch_ms / xvendor_ms (> 1: xvendor faster).
 
@@ -224,7 +224,7 @@ def gpu_bench(shapes=GPU_SHAPES, device="cuda", time_ms=_time_ms) -> list[dict]:
             r = rid[recipe]
             row = {"M": M, "N": N, "K": K, "recipe": recipe,
                    "device": torch.cuda.get_device_name() if device == "cuda" else device}
-            ref = xvendor.scaled_mm(a, b, sa, r, sb, r, output_dtype=torch.float32, backend="aten")
+            ref = xvendor.scaled_mm(a, b, sa, r, sb, r, output_dtype=torch.float32, backend="reference")
             ours = lambda: backend.KERNELS["scaled_mm"](a, b, sa, r, sb, r)  # noqa: E731
             err = numerics.rel_error(ours().float(), ref)
             row["xvendor_rel_error"] = err

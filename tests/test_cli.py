@@ -65,11 +65,11 @@ def test_check_reports_the_backend_that_ran_and_fails_on_a_fallback():
         rep = cli.check_report(dtypes=(torch.float32,))
     gemm_rows = [r for r in rep["correctness"] if r["op"] == "gemm"]
     first = gemm_rows[0]
-    assert first["backend"] == "aten" and first["fell_back_from"] == "broken"
+    assert first["backend"] == "torch" and first["fell_back_from"] == "broken"
     assert not first["ok"] and "kernel launch failed" in first["error"]
     assert not rep["ok"]
-    # Later rows: the broken default is no longer chosen; aten ran and says so.
-    assert all(r["backend"] == "aten" for r in gemm_rows)
+    # Later rows: the broken default is no longer chosen; torch ran and says so.
+    assert all(r["backend"] == "torch" for r in gemm_rows)
 
 
 def test_info_json_lists_versions_and_backends():
@@ -77,7 +77,7 @@ def test_info_json_lists_versions_and_backends():
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(proc.stdout)
     assert rep["packages"]["torch"].startswith("2.")
-    assert rep["backends"]["aten"] == "available"
+    assert rep["backends"]["reference"] == rep["backends"]["torch"] == "available"
 
 
 def test_explain_cli(capsys):

@@ -37,16 +37,16 @@ def _ab():
     return torch.randn(8, 4), torch.randn(4, 6)
 
 
-def test_reference_is_the_default_on_cpu():
+def test_torch_is_the_floor_on_cpu_and_the_reference_the_last_resort():
     a, b = _ab()
     dec = xvendor.explain("gemm", a, b)
-    assert dec.backend == "aten" and dec.fallbacks == ()
+    assert dec.backend == "torch" and dec.fallbacks == ("reference",)
 
 
 def test_available_but_not_default_is_passed_over_with_reason():
     _install_backend("alt", {"gemm": reference.gemm})
     dec = xvendor.explain("gemm", *_ab())
-    assert dec.backend == "aten"
+    assert dec.backend == "torch"
     assert "not the default for cpu" in dec.passed_over["alt"]
 
 
@@ -69,7 +69,7 @@ def test_default_with_evidence_is_chosen_and_falls_back_to_reference():
     mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
     a, b = _ab()
     dec = xvendor.explain("gemm", a, b)
-    assert (dec.backend, dec.fallbacks) == ("fast", ("aten",))
+    assert (dec.backend, dec.fallbacks) == ("fast", ("torch", "reference"))
     torch.testing.assert_close(xvendor.gemm(a, b), a @ b)
     assert len(mod.CALLS) == 1  # the chosen kernel really ran
 
@@ -95,12 +95,12 @@ def test_argument_beats_context():
     mod = _install_backend("alt", {})
     mod.KERNELS["gemm"] = _counting(mod, reference.gemm)
     with xvendor.use_backend("alt"):
-        xvendor.gemm(*_ab(), backend="aten")
+        xvendor.gemm(*_ab(), backend="reference")
     assert mod.CALLS == []
 
 
 def test_unknown_explicit_backend_lists_the_registered_ones():
-    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend named 'nope'.*'aten'"):
+    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend named 'nope'.*'reference'"):
         xvendor.gemm(*_ab(), backend="nope")
 
 
@@ -121,7 +121,7 @@ def test_explicit_only_device_types():
     _install_backend("sycl_like", {"gemm": reference.gemm}, device_types={"xpu"},
                      explicit_device_types={"cpu"}, defaults={"gemm": {"*"}}, evidence="test")
     a, b = _ab()
-    assert xvendor.explain("gemm", a, b).backend == "aten"  # never automatic on cpu
+    assert xvendor.explain("gemm", a, b).backend == "torch"  # never automatic on cpu
     assert xvendor.explain("gemm", a, b, backend="sycl_like").backend == "sycl_like"
 
 
@@ -133,7 +133,7 @@ def test_failing_automatic_choice_warns_once_falls_back_and_is_not_chosen_again(
     mod = _install_backend("flaky", {"gemm": broken}, defaults={"gemm": {"cpu"}},
                            evidence="test", priority=5)
     a, b = _ab()
-    with pytest.warns(UserWarning, match="'flaky' failed .* falling back to 'aten'.*exploded"):
+    with pytest.warns(UserWarning, match="'flaky' failed .* falling back to 'torch'.*exploded"):
         out = xvendor.gemm(a, b)
     torch.testing.assert_close(out, a @ b)
     with warnings.catch_warnings():
@@ -141,7 +141,7 @@ def test_failing_automatic_choice_warns_once_falls_back_and_is_not_chosen_again(
         torch.testing.assert_close(xvendor.gemm(a, b), a @ b)  # no second warning
     assert len(mod.CALLS) == 1
     dec = xvendor.explain("gemm", a, b)
-    assert dec.backend == "aten" and "failed earlier" in dec.passed_over["flaky"]
+    assert dec.backend == "torch" and "failed earlier" in dec.passed_over["flaky"]
 
 
 def test_failing_explicit_choice_raises_the_kernel_error():
@@ -181,7 +181,7 @@ def test_untuned_backend_gets_no_config_keyword():
 
 
 def test_a_backend_that_does_not_check_its_inputs_never_sees_bad_ones():
-    """Only kernels whose record says they check their inputs (aten's gemm) are trusted to;
+    """Only kernels whose record says they check their inputs (the reference's and torch's gemm) are trusted to;
     any other decided backend gets the op's argument filter on every plain call."""
     mod = _install_backend("unchecked", {}, defaults={"gemm": {"cpu"}}, evidence="test",
                            priority=5)
@@ -230,10 +230,10 @@ def test_explain_on_hypothetical_arch():
                           torch.tensor([1, 4], dtype=torch.int32), arch="gfx950")
     assert dec.device.arch == "gfx950" and dec.device.device.type == "cuda"
     # A dry run assumes the hardware's toolchains work (this machine's probes say nothing
-    # about a gfx950): evidence-backed defaults first, ATen last.
-    assert (dec.backend, dec.fallbacks) == ("flydsl", ("triton", "aten"))
+    # about a gfx950): evidence-backed defaults first, then torch's own op, the reference last.
+    assert (dec.backend, dec.fallbacks) == ("flydsl", ("triton", "torch", "reference"))
     dense = xvendor.explain("gemm", torch.randn(4, 8), torch.randn(8, 3), arch="sm_90")
-    assert dense.backend == "aten"  # cuBLAS stays the default on NVIDIA
+    assert dense.backend == "torch"  # cuBLAS stays the default on NVIDIA
 
 
 def test_per_op_dtypes():
@@ -250,17 +250,17 @@ def test_reset_configuration_restores_the_import_time_registry():
     assert "extra" in registry.backends()
     registry.reset(configuration=True)
     assert "extra" not in registry.backends()
-    assert set(registry.backends()) >= {"aten", "triton", "flydsl", "sycl"}
+    assert set(registry.backends()) >= {"reference", "torch", "triton", "flydsl", "sycl"}
 
 
 def test_every_op_has_a_reference_kernel_and_a_spec():
     from xvendor import ops
     assert set(registry.ops()) == set(ops.SPECS)
     for op in registry.ops():
-        assert op in reference.KERNELS, f"{op} has no aten kernel"
+        assert op in reference.KERNELS, f"{op} has no reference kernel"
 
 
 def test_no_eligible_backend_raises_with_every_reason():
     info = devices.DeviceInfo(torch.device("cpu"), "cpu", "cpu", "host", 1, devices.ARCHS["cpu"])
-    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend can run.*aten: does not take torch.int32"):
+    with pytest.raises(xvendor.BackendUnavailable, match=r"no backend can run.*reference: does not take torch.int32"):
         registry.select("gemm", info, torch.int32)

@@ -4,7 +4,7 @@
     y = xvendor.gemm(a, b, bias)                      # best backend for a's device
     out = xvendor.grouped_mm(x, w, offs)              # MoE forward, ragged groups
     print(xvendor.explain("gemm", a, b))              # which backend, and why not the others
-    with xvendor.use_backend("aten"): ...             # explicit request (or XVENDOR_BACKEND)
+    with xvendor.use_backend("reference"): ...        # explicit request (or XVENDOR_BACKEND)
 
 Without torch installed only the torch-free part imports: ``xvendor.ci`` (a CI matrix job
 emits its runner matrix without downloading torch). Every other name then raises an
@@ -35,6 +35,9 @@ if _torch is not None:
     from .ops import (ArgumentError, gemm, grouped_mm, quantize, rms_norm, scaled_grouped_mm,
                       scaled_mm, set_fast_path, topk)
     from .registry import Backend, BackendUnavailable, backends, register, use_backend
+    from . import registry as _registry
+    # The engine names no tuning module: the tuned-winner hook is installed from here.
+    _registry.install_default_tuned_hook("xvendor.tuning.serve:hook")
     from .weight_channel import WeightChannel
 else:
     def __getattr__(name: str):

@@ -24,7 +24,7 @@ def explain(op: str, *args, arch: str | None = None, backend: str | None = None,
     ref, dtype = args[0], spec.decision_dtype(args, kwargs)
     if arch:
         return registry.explain_request(op, devices.hypothetical(arch), dtype, backend,
-                                        dry_run=True)
+                                        dry_run=True, args=spec.positional(args, kwargs))
     return registry.explain_request(op, registry.device_info(ref.device), dtype, backend,
                                     args=spec.positional(args, kwargs))
 

@@ -7,7 +7,7 @@ specialization a call runs: template, config, operand layout/majors, bias, outpu
 input dtype and toolchain version (whatever selects a different code object), so a
 passing forward 2Dx3D call vouches for nothing but itself. The first call of each
 (backend, op, identity, arch, dtype) with no verdict runs the kernel and the reference
-(the ``aten`` backend's kernel) on the same arguments and compares them (normwise relative
+(the ``reference`` backend's kernel) on the same arguments and compares them (normwise relative
 error within the output dtype's tolerance). A pass is remembered and later calls of that
 specialization cost one identity computation and one dictionary lookup; a failure raises
 ``GateFailure`` for this and every later call of that specialization, which the registry

@@ -43,7 +43,7 @@ def test_bad_input_names_argument_and_rule(args, match):
         xvendor.topk(*args)
 
 
-@pytest.mark.parametrize("backend", ["aten", "sycl", None])
+@pytest.mark.parametrize("backend", ["reference", "torch", "sycl", None])
 def test_bool_dim_is_refused_before_any_backend(backend):
     """Regression: topk(x, 4, True) was taken as dim 1, and the SYCL path raised a raw
     TypeError from movedim. The op's check refuses it before a backend is chosen, on the

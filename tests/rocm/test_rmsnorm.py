@@ -66,7 +66,7 @@ def test_record_serves_rms_norm_on_request_only():
     rec = registry.backends()["flydsl"]
     assert "rms_norm" in rec.ops and "rms_norm" not in rec.defaults  # no evidence: no default
     info = devices.hypothetical("gfx950")
-    assert registry.select("rms_norm", info, BF16, dry_run=True).backend == "aten"
+    assert registry.select("rms_norm", info, BF16, dry_run=True).backend == "torch"
     dec = registry.select("rms_norm", info, BF16, requested="flydsl", dry_run=True)
     assert dec.backend == "flydsl"
     import xvendor

@@ -185,7 +185,7 @@ def main() -> None:
         launches["n"] = 0
         out = xvendor.gemm(a, b, bias, out_dtype, backend="triton")
         ref = xvendor.gemm(a.double(), b.double(), None if bias is None else bias.double(),
-                           backend="aten")
+                           backend="reference")
         rec = _compare(out, ref, out_dtype or a.dtype, a.shape[1])
         dec = xvendor.explain("gemm", a, b, bias, out_dtype, backend="triton")
         results[name] = dict(rec, backend=dec.backend, launches=launches["n"])
@@ -193,7 +193,7 @@ def main() -> None:
         launches["n"] = 0
         out = xvendor.grouped_mm(a, b, offs, bias, out_dtype, backend="triton")
         ref = xvendor.grouped_mm(a.double(), b.double(), offs,
-                                 None if bias is None else bias.double(), backend="aten")
+                                 None if bias is None else bias.double(), backend="reference")
         rec = _compare(out, ref, out_dtype or a.dtype, a.shape[-1])
         if a.dim() == 2 and b.dim() == 3 and offs.numel():  # rows past offs[-1]
             rec["tail_max_abs"] = float(out[int(offs[-1]):].double().abs().max()) \

@@ -12,7 +12,7 @@ printed; ``XVENDOR_TEST_SEED`` replays one), with per-row magnitudes spread over
 the scales differ from block to block; outputs are NaN-poisoned before the kernel writes.
 
 Comparison, per element, with the fp64 oracle of ``xvendor.numerics`` (decoded bits, scales
-applied outside the sums) and with the ``aten`` reference backend:
+applied outside the sums) and with the ``reference`` backend:
     |out - exact| <= 4 K 2^-24 (|A| @ |B|)_mn  (+ 1 ulp of the output format)
 the first term bounds fp32 accumulation, the second the output rounding. The interpreter
 TRUNCATES fp32 -> bf16/fp16 stores instead of rounding to nearest, so a bf16/fp16 output is
@@ -180,7 +180,7 @@ def main() -> None:
                                     backend="triton")
             ran = xvendor.explain("scaled_mm", a, b, sa, r, sb, r, bias=bias, output_dtype=odt,
                                   backend="triton").backend
-            ref = xvendor.scaled_mm(a, b, sa, r, sb, r, output_dtype=F32, backend="aten",
+            ref = xvendor.scaled_mm(a, b, sa, r, sb, r, output_dtype=F32, backend="reference",
                                     bias=None if bias is None else bias.float())
         else:
             out = backend.scaled_mm(a, b, sa, r, sb, r, 0, 0, bias, odt)
@@ -202,7 +202,7 @@ def main() -> None:
         ran = xvendor.explain("scaled_grouped_mm", a, b, sa, r, sb, r, offs, output_dtype=odt,
                               backend="triton").backend
         ref = xvendor.scaled_grouped_mm(a, b, sa, r, sb, r, offs, output_dtype=F32,
-                                        backend="aten")
+                                        backend="reference")
         exact = numerics.scaled_grouped_mm(a, b, sa, r, sb, offs)
         bound = numerics.scaled_grouped_mm(_abs_codes(a), _abs_codes(b), sa, r, sb, offs)
         k = a.shape[1] * (2 if a.dtype == FP4 else 1)

@@ -21,7 +21,7 @@ def test_record():
 
 def test_cpu_tensors_never_choose_sycl_automatically():
     dec = registry.select("gemm", registry.device_info(torch.device("cpu")), torch.float32)
-    assert dec.backend == "aten"
+    assert dec.backend == "torch"
     assert "only on explicit request" in dec.passed_over["sycl"]
 
 

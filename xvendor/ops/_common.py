@@ -5,7 +5,7 @@ NOTE [one op, described once]: an op module defines its ``torch.library`` op (sc
 autograd), its argument checks, and one ``OpSpec`` naming everything the rest of the
 package needs to know about it: the checks (``explain``), the shape class (tuning), the
 fp64 oracle and the self-check cases (``xvendor check``). ``define(spec)`` registers it
-with the registry and in ``SPECS``. Adding an op is one new module here, an ``aten``
+with the registry and in ``SPECS``. Adding an op is one new module here, a ``reference``
 kernel in ``xvendor.reference`` and the backend kernels that accelerate it.
 
 NOTE [eager fast path]: going through torch's dispatcher costs microseconds per call (a
@@ -189,12 +189,7 @@ def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int
     if offs is None or offs.numel() == 0:
         return
     if offs.device.type != "cpu":
-        ok = (offs[0] >= 0) & (offs[-1] <= extent) & (offs[1:] >= offs[:-1]).all()
-        rule = f"non-negative, non-decreasing and end at most at {extent} ({where})"
-        if start_multiple:
-            ok = ok & (offs[:-1] % start_multiple == 0).all()
-            rule += f", with group starts multiples of {start_multiple}"
-        torch._assert_async(ok, f"xvendor.{op}: offs must be {rule}")
+        check_group_ends_on_device(op, offs, extent, where, start_multiple)
         return
     ends = offs.tolist()
     if ends[0] < 0:
@@ -212,6 +207,18 @@ def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int
             raise ArgumentError(op, "offs", f"group starts must be multiples of "
                                             f"{start_multiple}{why_multiple}, got offs[{i}] = "
                                             f"{start}")
+
+
+def check_group_ends_on_device(op: str, offs, extent: int, where: str,
+                               start_multiple: int = 0) -> None:
+    """``check_group_ends``'s rules as one device-side assert: nothing waits for the
+    device (an accelerator reports a violation at its next synchronization)."""
+    ok = (offs[0] >= 0) & (offs[-1] <= extent) & (offs[1:] >= offs[:-1]).all()
+    rule = f"non-negative, non-decreasing and end at most at {extent} ({where})"
+    if start_multiple:
+        ok = ok & (offs[:-1] % start_multiple == 0).all()
+        rule += f", with group starts multiples of {start_multiple}"
+    torch._assert_async(ok, f"xvendor.{op}: offs must be {rule}")
 
 
 def needs_grad(ctx, n: int) -> tuple:

@@ -12,7 +12,7 @@ weight, dx = r * (gw - xhat * mean(gw * xhat)) in x's dtype and dweight = sum ov
 leading dims of grad * xhat in weight's dtype (fp32 accumulation). Without a weight,
 dweight is an empty (0,) tensor of x's dtype: torch.library ops cannot return an optional
 tensor. ``rms_norm``'s autograd calls it with the backend the forward was asked for
-(argument, ``use_backend`` or ``XVENDOR_BACKEND`` at forward time), or ``aten`` where that
+(argument, ``use_backend`` or ``XVENDOR_BACKEND`` at forward time), or ``reference`` where that
 backend has no backward kernel (``sycl``). The backward op has no autograd of its own (no
 double backward).
 """

@@ -21,7 +21,7 @@ orientation). 2Dx3D: rows offs[g-1]:offs[g] of a use b[g]; rows past offs[-1] ar
 must be a multiple of 32 so that no E8M0 block straddles two groups. TensorWise, the
 3Dx2D and 3Dx3D layouts and bias are not supported (ArgumentError).
 
-Semantics (the ``aten`` kernel): dequantize both operands in fp32 as scaled_mm does, then
+Semantics (the ``reference`` kernel): dequantize both operands in fp32 as scaled_mm does, then
 the fp32 ``grouped_mm`` reference, one rounding to output_dtype. Any strides; the fake
 agrees with the eager op. Not differentiable.
 """

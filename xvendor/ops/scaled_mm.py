@@ -31,7 +31,7 @@ swizzled layouts of CUDA's block-scaled kernels are refused. ``bias``: (N,), dty
 output_dtype or float32. ``output_dtype``: bfloat16 (default), float16 or float32 (torch
 also allows fp8 outputs under TensorWise; we do not).
 
-Semantics (the ``aten`` kernel): each operand dequantized in fp32 (data times its broadcast
+Semantics (the ``reference`` kernel): each operand dequantized in fp32 (data times its broadcast
 scale; MX: each 32-block along K times its E8M0 scale), an fp32 matmul, + bias in fp32,
 one rounding to output_dtype.
 

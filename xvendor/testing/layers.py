@@ -29,9 +29,10 @@ PACKAGE = "xvendor"
 
 _LAYER_OF = {  # longest matching prefix wins
     "xvendor.archs": 1, "xvendor.devices": 1, "xvendor.shapes": 1, "xvendor.numerics": 1,
-    "xvendor.registry": 2, "xvendor.gate": 2,
+    "xvendor.dispatch.records": 1,
+    "xvendor.registry": 2, "xvendor.gate": 2, "xvendor.dispatch": 2,
     "xvendor.ops": 3,
-    "xvendor.reference": 4, "xvendor.triton": 4, "xvendor.rocm": 4, "xvendor.xpu": 4,
+    "xvendor.reference": 4, "xvendor.torch_backend": 4, "xvendor.triton": 4, "xvendor.rocm": 4, "xvendor.xpu": 4,
     "xvendor.triton.tunable": 5, "xvendor.rocm.tunable": 5, "xvendor.xpu.check": 5, "xvendor.tuning": 5, "xvendor.distributed": 5,
     "xvendor.ci": 5, "xvendor.testing": 5, "xvendor.explain": 5, "xvendor.selfcheck": 5,
     "xvendor.events": 5, "xvendor.mempool": 5, "xvendor.weight_channel": 5, "xvendor.nn": 5,

@@ -31,7 +31,7 @@ Code paths:
   read from ``offs`` on the device: no host sync, empty groups cost nothing).
 
 Verified without a GPU: the numerics in the Triton interpreter against the fp64 oracle and
-the ``aten`` reference (tests/triton/test_scaled_interpreter.py), and that every shipped
+the ``reference`` backend (tests/triton/test_scaled_interpreter.py), and that every shipped
 config compiles for gfx950, gfx1250, sm_100 and sm_90 to the expected matrix instruction
 without spills (test_scaled_crosscompile.py). Not verified here: running on hardware, i.e.
 that Triton's lowering feeds each E8M0 scale to the right lanes of the scaled MFMA/WMMA/

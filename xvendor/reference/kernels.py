@@ -1,4 +1,4 @@
-"""The ``aten`` backend: plain torch, correct on every device; the oracle for all others.
+"""The kernels of the ``reference`` backend: plain torch math, correct on every device; the oracle for all others.
 
 Math (accumulation in fp32 for fp16/bf16 inputs, then one rounding to the output dtype):
 - gemm:        out = a @ b (+ bias)

@@ -1,0 +1,2 @@
+"""The dispatch engine (``engine``) and the backend record (``records``); the public face is
+``xvendor.registry``."""

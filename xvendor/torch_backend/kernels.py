@@ -1,0 +1,136 @@
+"""The kernels of the ``torch`` backend: torch's own op, plus xvendor's wider semantics
+added with device ops only (no ``.item()``, ``.tolist()``, ``nonzero`` or data-dependent
+shape: nothing here waits for the device).
+
+Code paths, per op:
+- gemm: ``torch.mm`` / ``addmm``; an ``out_dtype`` other than the inputs' is torch's own
+  (``mm(..., out_dtype=)``) where ``rules.MM_NATIVE_OUT`` lists it, else an fp32 product
+  cast once.
+- grouped_mm: ``torch._grouped_mm`` (what ``F.grouped_mm`` calls), every layout.
+  * strides: torch wants each operand row- or column-major with a 16-byte leading stride
+    and offset; an operand that is not is copied into a padded buffer (``_aligned``).
+  * ``out_dtype`` / bias on fp16-bf16: computed in fp32 (torch's ``out_dtype`` where
+    native, else fp32 operands), bias added in fp32, one rounding to the output dtype.
+  * zeros: rows (2Dx3D) / columns (3Dx2D) past ``offs[-1]`` are masked from the group id
+    of each row or column, computed on the device (``searchsorted``).
+- rms_norm: ``F.rms_norm`` over weight's dims (the last one without a weight).
+- topk: ``torch.topk``.
+- scaled_mm / scaled_grouped_mm: ``F.scaled_mm`` / ``F.scaled_grouped_mm`` with the
+  recipes and swizzles as torch's enums (rows past ``offs[-1]`` zeroed for the grouped
+  form).
+Arguments arrive checked by ``xvendor.ops`` and accepted by ``rules.py``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .rules import GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
+
+__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "scaled_mm",
+           "scaled_grouped_mm"]
+
+F32 = torch.float32
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def gemm(a, b, bias=None, out_dtype=None):
+    if b.is_meta and not a.is_meta:  # mm(cpu, meta) would return an uninitialized tensor
+        raise RuntimeError("gemm: b is a meta tensor, a is not")
+    if out_dtype is None or out_dtype == a.dtype:
+        return torch.mm(a, b) if bias is None else torch.addmm(bias.to(a.dtype), a, b)
+    if (a.dtype, out_dtype) in MM_NATIVE_OUT.get(a.device.type, ()):
+        out = torch.mm(a, b, out_dtype=out_dtype)
+    else:
+        wide = F32 if a.dtype in _HALF else a.dtype
+        out = torch.mm(a.to(wide), b.to(wide))
+    if bias is not None:
+        out = out + bias.to(out.dtype)
+    return out.to(out_dtype)
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or a copy of it in a buffer whose strides torch's grouped_mm takes: the last
+    two dims row- or column-major, the leading one a multiple of 16 bytes, a 16-byte
+    aligned offset (torch's own rule, ``_meta_grouped_mm_common``)."""
+    align = 16 // t.element_size()
+    st, sh = t.stride(), t.shape
+    if t.storage_offset() % align == 0:
+        if st[-2] == 1 and st[-1] >= max(1, sh[-2]) and st[-1] % align == 0:
+            return t
+        if st[-1] == 1 and st[-2] >= max(1, sh[-1]) and st[-2] % align == 0:
+            return t
+    cols = sh[-1]
+    padded = max(align, -(-cols // align) * align)
+    buf = t.new_empty((*sh[:-1], padded))[..., :cols]
+    return buf.copy_(t)
+
+
+def _group_of(ends: torch.Tensor, n: int, device) -> torch.Tensor:
+    """The group of each of ``n`` rows (or columns): G for those past ``ends[-1]``."""
+    return torch.searchsorted(ends, torch.arange(n, device=device, dtype=ends.dtype),
+                              right=True)
+
+
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    out_dtype = out_dtype or a.dtype
+    kind = a.device.type
+    wide = out_dtype != a.dtype or (bias is not None and a.dtype in _HALF)
+    native = (a.dtype, F32) in GROUPED_MM_NATIVE_OUT.get(kind, ())
+    if wide and not native:
+        a, b = a.to(F32), b.to(F32)
+    a, b = _aligned(a), _aligned(b)
+    out = torch._grouped_mm(a, b, offs=offs, out_dtype=F32 if wide and native else None)
+    layout = (a.dim(), b.dim())
+    if layout == (2, 3):  # ragged rows: bias per group, zeros past offs[-1]
+        groups = b.shape[0]
+        ids = _group_of(offs, out.shape[0], out.device)
+        if bias is not None:
+            padded = torch.cat([bias.to(out.dtype), bias.new_zeros((1, bias.shape[1]),
+                                                                    dtype=out.dtype)])
+            out = out.add_(padded[ids])
+        out = out.masked_fill_((ids == groups).unsqueeze(1), 0)
+    elif layout == (3, 2):  # ragged columns: bias per column, zeros past offs[-1]
+        if bias is not None:
+            out = out.add_(bias.to(out.dtype))
+        ids = _group_of(offs, out.shape[1], out.device)
+        out = out.masked_fill_((ids == a.shape[0]).unsqueeze(0), 0)
+    elif bias is not None:  # 2Dx2D and 3Dx3D: (G, M, N), bias (G, N)
+        out = out.add_(bias.to(out.dtype).unsqueeze(1))
+    # torch pads its output's rows to 16 bytes too: xvendor's (and the fake's) is dense
+    return out.to(out_dtype).contiguous()
+
+
+def rms_norm(x, weight=None, eps=None):
+    shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
+    return F.rms_norm(x, shape, weight, eps)
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    return torch.topk(x, k, dim, largest, sorted)
+
+
+def _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b) -> tuple:
+    return (F.ScalingType(recipe_a), F.ScalingType(recipe_b), F.SwizzleType(swizzle_a),
+            F.SwizzleType(swizzle_b))
+
+
+def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0,
+              bias=None, output_dtype=torch.bfloat16):
+    ra, rb, wa, wb = _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b)
+    return F.scaled_mm(a, b, scale_a, ra, scale_b, rb, swizzle_a=wa, swizzle_b=wb, bias=bias,
+                       output_dtype=output_dtype)
+
+
+def scaled_grouped_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=0,
+                      swizzle_b=0, output_dtype=torch.bfloat16):
+    ra, rb, wa, wb = _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b)
+    out = F.scaled_grouped_mm(a, b, scale_a, ra, scale_b, rb, swizzle_a=wa, swizzle_b=wb,
+                              offs=offs, output_dtype=output_dtype)
+    ids = _group_of(offs, out.shape[0], out.device)
+    return out.masked_fill_((ids == b.shape[0]).unsqueeze(1), 0)
+
+
+KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,
+           "scaled_mm": scaled_mm, "scaled_grouped_mm": scaled_grouped_mm}
