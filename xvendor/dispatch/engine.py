@@ -602,3 +602,39 @@ def install_default_tuned_hook(hook: str | Callable | None) -> None:
     restores; installed by the package above the engine (NOTE [tuned-winner hook])."""
     _state.default_tuned_hook = hook
     set_tuned_lookup(hook)
+
+
+@torch.compiler.assume_constant_result
+def _floor_decided(op: str, device: torch.device, dtype: torch.dtype,
+                   backend: str | None) -> bool:
+    """Whether the decision for (op, device, dtype) is the floor, taken at trace time
+    (run eagerly by Dynamo, which also loads the floor's rule and kernel for the trace)."""
+    if decide(op, device, dtype, (), backend).backend != FLOOR:
+        return False
+    if (op, device) not in _FLOOR_RULES:
+        record = _state.backends[FLOOR]
+        _FLOOR_RULES[(op, device)] = (load_attr(record.accepts)(op, device_info(device))
+                                      if record.accepts else None)
+        _FLOOR_KERNELS[op] = _state.kernel(FLOOR, op)
+    return True
+
+
+def traced_floor(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
+                 backend: str | None = None) -> Callable | None:
+    """Under ``torch.compile``: torch's own kernel for a call whose decision is the floor
+    and whose rules take it, so the graph holds torch's op (Inductor lowers, fuses and
+    autotunes it as if the user had called torch); ``None``: keep the xvendor op.
+
+    NOTE [decided at trace time]: the decision (explicit request, tuned winner, default)
+    is read when the graph is traced; a later ``use_backend`` block does not retrace it.
+    """
+    if not _floor_decided(op, device, dtype, backend):
+        return None
+    rule = _FLOOR_RULES[(op, device)]
+    if rule is not None and rule(*args) is not None:
+        return None
+    return _FLOOR_KERNELS[op]
+
+
+_FLOOR_RULES: dict = {}  # (op, device) -> the floor's per-call rule (None: every call)
+_FLOOR_KERNELS: dict = {}  # op -> the floor's kernel

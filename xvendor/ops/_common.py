@@ -32,7 +32,7 @@ import torch.compiler
 from .. import registry
 
 __all__ = ["ArgumentError", "Case", "OpSpec", "SPECS", "define", "fast_path_open",
-           "set_fast_path", "check_float", "check_same_device"]
+           "set_fast_path", "check_float", "check_same_device", "traced_torch"]
 
 
 class ArgumentError(ValueError):
@@ -112,6 +112,15 @@ _fast_path = [True]
 def set_fast_path(enabled: bool) -> None:
     """Route eager calls straight to the kernel (default) or always through the dispatcher."""
     _fast_path[0] = bool(enabled)
+
+
+def traced_torch(op: str, device, dtype, args: tuple, backend):
+    """Under ``torch.compile``, torch's own kernel for this call when its decision is the
+    ``torch`` backend (the graph then holds torch's op, which Inductor lowers, fuses and
+    autotunes), else ``None`` (the xvendor op stays in the graph). Eager: ``None``."""
+    if not _compiling():
+        return None
+    return registry.traced_floor(op, device, dtype, args, backend)
 
 
 def fast_path_open() -> bool:

@@ -17,7 +17,7 @@ from ..registry import dispatcher
 from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
-                      check_tensor, define, needs_grad)
+                      check_tensor, define, needs_grad, traced_torch)
 
 OP = "gemm"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -101,6 +101,8 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
             check(a, b, bias, out_dtype)
             return dispatch(dev, dt, (a, b, bias, out_dtype), backend)
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
+    if (floor := traced_torch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)):
+        return floor(a, b, bias, out_dtype)
     return gemm_op(a, b, bias, out_dtype, backend)
 
 

@@ -26,7 +26,7 @@ from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_group_ends, check_out_dtype, check_same_device, check_tensor,
-                      define, fast_path_open, needs_grad)
+                      define, fast_path_open, needs_grad, traced_torch)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
@@ -162,6 +162,8 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
             and type(bias) in _BIAS and fast_path_open():
         check_offs_values(a, b, offs)
         return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
+    if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
+        return floor(a, b, offs, bias, out_dtype)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)
 
 

@@ -28,7 +28,7 @@ from torch import Tensor
 from .. import numerics, registry, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
-                      check_tensor, define, fast_path_open, needs_grad)
+                      check_tensor, define, fast_path_open, needs_grad, traced_torch)
 
 OP = "rms_norm"
 BWD = "rms_norm_backward"
@@ -138,6 +138,8 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     if type(x) in _PLAIN and type(weight) in _WEIGHT and not x.requires_grad \
             and (weight is None or not weight.requires_grad) and fast_path_open():
         return dispatch(x.device, x.dtype, (x, weight, eps), backend)
+    if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):
+        return floor(x, weight, eps)
     return rms_norm_op(x, weight, eps, backend)
 
 

@@ -37,7 +37,7 @@ from torch.nn.functional import ScalingType
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_group_ends, check_same_device,
-                      check_tensor, define, fast_path_open)
+                      check_tensor, define, fast_path_open, traced_torch)
 from .scaled_mm import (BLOCK, FP4, MX, NO_SWIZZLE, ROWWISE, E4, E5, check_operand_dtypes,
                         check_output_dtype, check_scale, recipe_id, swizzle_id)
 from .scaled_mm import scaled_inputs
@@ -153,6 +153,9 @@ def scaled_grouped_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: 
         check_offs_values(a, b, offs)
         return dispatch(a.device, output_dtype, _normalized(*args), backend)
     norm = _normalized(*args)
+    if not any(t.requires_grad for t in (a, b, scale_a, scale_b)) \
+            and (floor := traced_torch(OP, a.device, output_dtype, norm, backend)):
+        return floor(*norm)
     return scaled_grouped_mm_op(*norm[:7], None, None, norm[9], backend)
 
 

@@ -56,7 +56,7 @@ from torch.nn.functional import ScalingType, SwizzleType
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_same_device, check_tensor, define,
-                      fast_path_open)
+                      fast_path_open, traced_torch)
 
 OP = "scaled_mm"
 dispatch = dispatcher(OP)
@@ -212,6 +212,9 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: Tensor, 
             and fast_path_open():
         return dispatch(a.device, output_dtype, _normalized(*args), backend)
     norm = _normalized(*args)
+    if not any(t is not None and t.requires_grad for t in (a, b, scale_a, scale_b, bias)) \
+            and (floor := traced_torch(OP, a.device, output_dtype, norm, backend)):
+        return floor(*norm)
     return scaled_mm_op(*norm[:6], None, None, *norm[8:], backend)
 
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
-                      fast_path_open)
+                      fast_path_open, traced_torch)
 
 OP = "topk"
 dispatch = dispatcher(OP)
@@ -76,6 +76,8 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
     if type(x) in _PLAIN and not x.requires_grad and fast_path_open():
         return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+    if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
+        return floor(x, k, dim, largest, sorted)
     return topk_op(x, k, dim, largest, sorted, backend)
 
 

@@ -56,7 +56,8 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     aligned offset (torch's own rule, ``_meta_grouped_mm_common``)."""
     align = 16 // t.element_size()
     st, sh = t.stride(), t.shape
-    if t.storage_offset() % align == 0:
+    # (traced: Dynamo cannot read an intermediate's offset; the graph's tensors are fresh)
+    if torch.compiler.is_compiling() or t.storage_offset() % align == 0:
         if st[-2] == 1 and st[-1] >= max(1, sh[-2]) and st[-1] % align == 0:
             return t
         if st[-1] == 1 and st[-2] >= max(1, sh[-1]) and st[-2] % align == 0:
@@ -67,10 +68,33 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return buf.copy_(t)
 
 
+_ARANGE: dict = {}
+
+
+def _indices(n: int, device) -> torch.Tensor:
+    """0..n-1 as int32 on ``device``, kept per (n, device) in eager mode (a decode step
+    calls with the same sizes every time; a fresh arange is one more launch per call)."""
+    if torch.compiler.is_compiling():
+        return torch.arange(n, device=device, dtype=torch.int32)
+    key = (n, device)
+    found = _ARANGE.get(key)
+    if found is None:
+        if len(_ARANGE) > 64:
+            _ARANGE.clear()
+        found = _ARANGE[key] = torch.arange(n, device=device, dtype=torch.int32)
+    return found
+
+
 def _group_of(ends: torch.Tensor, n: int, device) -> torch.Tensor:
     """The group of each of ``n`` rows (or columns): G for those past ``ends[-1]``."""
-    return torch.searchsorted(ends, torch.arange(n, device=device, dtype=ends.dtype),
-                              right=True)
+    return torch.searchsorted(ends, _indices(n, device), right=True)
+
+
+def _past_end(ends: torch.Tensor, n: int, device) -> torch.Tensor:
+    """True for each of ``n`` rows (or columns) past ``ends[-1]`` (all, with no groups)."""
+    if ends.numel() == 0:
+        return torch.ones(n, dtype=torch.bool, device=device)
+    return _indices(n, device) >= ends[-1]
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
@@ -80,26 +104,42 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     native = (a.dtype, F32) in GROUPED_MM_NATIVE_OUT.get(kind, ())
     if wide and not native:
         a, b = a.to(F32), b.to(F32)
+    if torch.compiler.is_compiling() and (a.requires_grad or b.requires_grad):
+        a, b = _mask_unowned(a, b, offs)
     a, b = _aligned(a), _aligned(b)
     out = torch._grouped_mm(a, b, offs=offs, out_dtype=F32 if wide and native else None)
     layout = (a.dim(), b.dim())
     if layout == (2, 3):  # ragged rows: bias per group, zeros past offs[-1]
-        groups = b.shape[0]
-        ids = _group_of(offs, out.shape[0], out.device)
         if bias is not None:
+            ids = _group_of(offs, out.shape[0], out.device)
             padded = torch.cat([bias.to(out.dtype), bias.new_zeros((1, bias.shape[1]),
                                                                     dtype=out.dtype)])
-            out = out.add_(padded[ids])
-        out = out.masked_fill_((ids == groups).unsqueeze(1), 0)
+            out = out.add_(padded[ids])  # rows past offs[-1] get the zero row
+        out = out.masked_fill_(_past_end(offs, out.shape[0], out.device).unsqueeze(1), 0)
     elif layout == (3, 2):  # ragged columns: bias per column, zeros past offs[-1]
         if bias is not None:
             out = out.add_(bias.to(out.dtype))
-        ids = _group_of(offs, out.shape[1], out.device)
-        out = out.masked_fill_((ids == a.shape[0]).unsqueeze(0), 0)
+        out = out.masked_fill_(_past_end(offs, out.shape[1], out.device).unsqueeze(0), 0)
     elif bias is not None:  # 2Dx2D and 3Dx3D: (G, M, N), bias (G, N)
         out = out.add_(bias.to(out.dtype).unsqueeze(1))
     # torch pads its output's rows to 16 bytes too: xvendor's (and the fake's) is dense
     return out.to(out_dtype).contiguous()
+
+
+def _mask_unowned(a, b, offs):
+    """Zero the rows of ``a`` (2Dx3D, 2Dx2D: its columns) and columns of ``b`` (3Dx2D; 2Dx2D:
+    its rows) that no group owns. Only a traced training graph needs it: there autograd
+    differentiates torch's op, whose input gradients leave those entries unwritten, and the
+    mask's own backward zeroes them (eager calls go through xvendor's autograd instead)."""
+    layout = (a.dim(), b.dim())
+    if layout == (2, 3):
+        a = a.masked_fill(_past_end(offs, a.shape[0], a.device).unsqueeze(1), 0)
+    elif layout == (3, 2):
+        b = b.masked_fill(_past_end(offs, b.shape[1], b.device).unsqueeze(0), 0)
+    elif layout == (2, 2):
+        a = a.masked_fill(_past_end(offs, a.shape[1], a.device).unsqueeze(0), 0)
+        b = b.masked_fill(_past_end(offs, b.shape[0], b.device).unsqueeze(1), 0)
+    return a, b
 
 
 def rms_norm(x, weight=None, eps=None):
@@ -111,9 +151,13 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     return torch.topk(x, k, dim, largest, sorted)
 
 
+# int -> torch's enum, as tables: Dynamo traces a dict lookup, not the enum's constructor
+_SCALING = {t.value: t for t in F.ScalingType.__members__.values()}
+_SWIZZLE = {t.value: t for t in F.SwizzleType.__members__.values()}
+
+
 def _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b) -> tuple:
-    return (F.ScalingType(recipe_a), F.ScalingType(recipe_b), F.SwizzleType(swizzle_a),
-            F.SwizzleType(swizzle_b))
+    return _SCALING[recipe_a], _SCALING[recipe_b], _SWIZZLE[swizzle_a], _SWIZZLE[swizzle_b]
 
 
 def scaled_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=0, swizzle_b=0,
@@ -128,8 +172,7 @@ def scaled_grouped_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_
     ra, rb, wa, wb = _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b)
     out = F.scaled_grouped_mm(a, b, scale_a, ra, scale_b, rb, swizzle_a=wa, swizzle_b=wb,
                               offs=offs, output_dtype=output_dtype)
-    ids = _group_of(offs, out.shape[0], out.device)
-    return out.masked_fill_((ids == b.shape[0]).unsqueeze(1), 0)
+    return out.masked_fill_(_past_end(offs, out.shape[0], out.device).unsqueeze(1), 0)
 
 
 KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,

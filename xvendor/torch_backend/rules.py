@@ -82,6 +82,13 @@ def _grouped_mm(dev: DeviceInfo, a, b, offs, bias, out_dtype) -> str | None:
     if a.dtype not in takes:
         names = ", ".join(sorted(str(d).replace("torch.", "") for d in takes))
         return f"torch's grouped_mm on {_where(dev)} takes {names}, not {a.dtype}"
+    if torch.compiler.is_compiling() and (a.requires_grad or b.requires_grad):
+        # A traced training graph differentiates torch's op, whose backward calls it on
+        # the output gradient as it comes: its sizes must keep 16-byte rows themselves.
+        align = 16 // a.element_size()
+        if any(d % align for d in (*a.shape[-2:], b.shape[-1])):
+            return (f"torch's grouped_mm backward needs M, K and N multiples of {align} for "
+                    f"{a.dtype} (got a {tuple(a.shape)}, b {tuple(b.shape)})")
     return None
 
 

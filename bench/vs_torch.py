@@ -1,0 +1,173 @@
+"""xvendor's automatic choice against torch's own op, same inputs, same process.
+
+    python bench/vs_torch.py                 # the whole table on this machine's devices
+    python bench/vs_torch.py --device cuda   # the GPU half (bench/gpu_check.sh runs it)
+    python bench/vs_torch.py --only grouped_mm --repeats 30
+
+For every op that torch has (gemm, grouped_mm in its four layouts, rms_norm, topk,
+scaled_mm) and a table of shapes (MoE 2Dx3D with 8, 64, 128 experts and empty groups,
+decode-sized M, the 2Dx2D weight gradient, 3Dx2D, norms of 2k-8k hidden, router and
+sampling top-k, FP8 RowWise/TensorWise), the two calls are timed interleaved (ours, torch,
+ours, ...), each sample one call after warm-up, on a synchronized device; the table
+prints medians, the ratio torch/ours (>= 1: we are at least as fast) and the backend
+xvendor chose. The outputs are compared first: a row whose results differ is marked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.table import Table
+from torch.nn.functional import ScalingType
+
+import xvendor
+
+BF16, F32 = torch.bfloat16, torch.float32
+
+
+def _offs(counts, device):
+    return torch.tensor(counts, dtype=torch.int32, device=device).cumsum(0).to(torch.int32)
+
+
+def _moe_counts(tokens: int, experts: int, seed: int, empty: int = 0):
+    """Token counts per expert from a real top-k routing draw (skewed), ``empty`` of them 0."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=g) + torch.linspace(0, 2, experts)
+    counts = torch.bincount(logits.topk(2, dim=-1).indices.flatten(), minlength=experts)
+    counts[:empty] = 0
+    return counts.tolist()
+
+
+def rows(device: str):
+    """(op, label, xvendor call, torch call) for the table."""
+    def r(*shape, dtype=BF16):
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    out = []
+    for dtype in (F32, BF16):
+        name = "fp32" if dtype == F32 else "bf16"
+        a, b, bias = r(512, 1024, dtype=dtype), r(1024, 512, dtype=dtype), r(512, dtype=dtype)
+        out.append(("gemm", f"{name} 512x1024x512 +bias", lambda a=a, b=b, c=bias: xvendor.gemm(a, b, c),
+                    lambda a=a, b=b, c=bias: torch.addmm(c, a, b)))
+        x1, w1 = r(1, 2048, dtype=dtype), r(2048, 2048, dtype=dtype)
+        out.append(("gemm", f"{name} decode 1x2048x2048", lambda a=x1, b=w1: xvendor.gemm(a, b),
+                    lambda a=x1, b=w1: torch.mm(a, b)))
+        for experts, tokens, empty in ((8, 2048, 0), (64, 2048, 4), (128, 4096, 16)):
+            counts = _moe_counts(tokens, experts, experts, empty)
+            m = sum(counts)
+            x, w, offs = r(m, 256, dtype=dtype), r(experts, 256, 128, dtype=dtype), _offs(counts, device)
+            label = f"{name} 2Dx3D E={experts} M={m} K=256 N=128" + (f", {empty} empty" if empty else "")
+            out.append(("grouped_mm", label,
+                        lambda x=x, w=w, o=offs: xvendor.grouped_mm(x, w, o),
+                        lambda x=x, w=w, o=offs: F.grouped_mm(x, w, offs=o)))
+        counts = _moe_counts(16, 64, 3)  # decode: a handful of tokens over many experts
+        x, w, offs = r(sum(counts), 512, dtype=dtype), r(64, 512, 256, dtype=dtype), _offs(counts, device)
+        out.append(("grouped_mm", f"{name} 2Dx3D decode M={sum(counts)} E=64",
+                    lambda x=x, w=w, o=offs: xvendor.grouped_mm(x, w, o),
+                    lambda x=x, w=w, o=offs: F.grouped_mm(x, w, offs=o)))
+        counts = _moe_counts(1024, 8, 5)  # top-2 of 1024 tokens: K = 2048
+        xt, gy, offs = r(2048, 256, dtype=dtype).t(), r(2048, 128, dtype=dtype), _offs(counts, device)
+        out.append(("grouped_mm", f"{name} 2Dx2D wgrad E=8 K=2048",
+                    lambda a=xt, b=gy, o=offs: xvendor.grouped_mm(a, b, o),
+                    lambda a=xt, b=gy, o=offs: F.grouped_mm(a, b, offs=o)))
+        a3, b2, offs = r(8, 256, 256, dtype=dtype), r(256, 1024, dtype=dtype), _offs([128] * 8, device)
+        out.append(("grouped_mm", f"{name} 3Dx2D E=8 N=1024",
+                    lambda a=a3, b=b2, o=offs: xvendor.grouped_mm(a, b, o),
+                    lambda a=a3, b=b2, o=offs: F.grouped_mm(a, b, offs=o)))
+        a3, b3 = r(8, 256, 256, dtype=dtype), r(8, 256, 256, dtype=dtype)
+        out.append(("grouped_mm", f"{name} 3Dx3D G=8 256^3",
+                    lambda a=a3, b=b3: xvendor.grouped_mm(a, b),
+                    lambda a=a3, b=b3: F.grouped_mm(a, b)))
+        for hidden in (2048, 8192):
+            x, wt = r(256, hidden, dtype=dtype), r(hidden, dtype=dtype)
+            out.append(("rms_norm", f"{name} 256x{hidden}",
+                        lambda x=x, wt=wt: xvendor.rms_norm(x, wt, 1e-6),
+                        lambda x=x, wt=wt, h=hidden: F.rms_norm(x, (h,), wt, 1e-6)))
+        for label, shape, k in (("router 4096x64 k=8", (4096, 64), 8),
+                                ("sampling 8x32000 k=50", (8, 32000), 50)):
+            x = r(*shape, dtype=dtype)
+            out.append(("topk", f"{name} {label}", lambda x=x, k=k: xvendor.topk(x, k),
+                        lambda x=x, k=k: torch.topk(x, k)))
+    e4 = torch.float8_e4m3fn
+    a8, b8 = r(512, 1024, dtype=F32).to(e4), r(512, 1024, dtype=F32).to(e4).t()
+    for recipe, sa, sb in ((ScalingType.TensorWise, torch.tensor(0.5, device=device),
+                            torch.tensor(2.0, device=device)),
+                           (ScalingType.RowWise, torch.rand(512, 1, device=device),
+                            torch.rand(1, 512, device=device))):
+        out.append(("scaled_mm", f"e4m3 {recipe.name} 512x1024x512 -> bf16",
+                    lambda sa=sa, sb=sb, rc=recipe: xvendor.scaled_mm(a8, b8, sa, rc, sb, rc),
+                    lambda sa=sa, sb=sb, rc=recipe: F.scaled_mm(a8, b8, sa, rc, sb, rc,
+                                                                output_dtype=BF16)))
+    return out
+
+
+def _sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _time(fn, device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def _same(x, y) -> bool:
+    x = x[0] if isinstance(x, tuple) else x
+    y = y[0] if isinstance(y, tuple) else y
+    if x.shape != y.shape:
+        return False
+    return torch.allclose(x.float(), y.float(), rtol=2e-2, atol=2e-2)
+
+
+def _chosen(op: str) -> str:
+    d = [f for f in xvendor.registry.fallbacks() if f.op == op]
+    return d[-1].to if d else ""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--only", default="", help="comma-separated ops")
+    args = ap.parse_args(argv)
+    only = set(filter(None, args.only.split(",")))
+    console = Console()
+    table = Table(title=f"xvendor's automatic choice vs torch on {args.device} "
+                        f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    for col in ("op", "case", "backend", "xvendor ms", "torch ms", "torch/xvendor", "same"):
+        table.add_column(col, justify="right" if "ms" in col or "/" in col else "left")
+    ratios = []
+    for op, label, ours, theirs in rows(args.device):
+        if only and op not in only:
+            continue
+        same = _same(ours(), theirs())  # also the warm-up
+        for _ in range(2):
+            ours(), theirs()
+        t_ours, t_torch = [], []
+        for _ in range(args.repeats):
+            t_ours.append(_time(ours, args.device))
+            t_torch.append(_time(theirs, args.device))
+        mo, mt = statistics.median(t_ours), statistics.median(t_torch)
+        ratios.append(mt / mo)
+        backend = xvendor.registry.decide(op, torch.device(args.device), BF16).backend
+        style = "green" if mt / mo >= 0.95 else "red"
+        table.add_row(op, label, backend, f"{mo * 1e3:.3f}", f"{mt * 1e3:.3f}",
+                      f"[{style}]{mt / mo:.2f}x[/{style}]", "yes" if same else "[red]NO[/red]")
+        console.print(f"  {op} {label}: {mt / mo:.2f}x", highlight=False)
+    console.print(table)
+    worst = min(ratios) if ratios else 0.0
+    console.print(f"rows: {len(ratios)}, geomean torch/xvendor "
+                  f"{statistics.geometric_mean(ratios):.3f}x, worst {worst:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
