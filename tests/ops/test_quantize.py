@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch.library import opcheck
+from torch.nn.functional import ScalingType
 
 import xvendor
 from xvendor import numerics as oracle
@@ -324,3 +325,18 @@ def test_error_hook_catches_a_wrong_bit(gen):
     bad[1, 7] ^= 1
     expected = oracle.quantize(x, E4, "mx")
     assert qmod.error((bad.view(E4), scale), expected, (x, E4, "mx"), {}) == math.inf
+
+
+@pytest.mark.parametrize("member,name", [(ScalingType.TensorWise, "tensorwise"),
+                                         (ScalingType.RowWise, "rowwise"),
+                                         (ScalingType.BlockWise1x32, "mx")])
+def test_recipe_takes_scaled_mms_scaling_type(member, name):
+    """One vocabulary: the ScalingType member scaled_mm wants gives the same bits."""
+    x = torch.randn(8, 64)
+    got, want = xvendor.quantize(x, E4, member), xvendor.quantize(x, E4, name)
+    assert all(torch.equal(_bits(u.reshape(-1)), _bits(v.reshape(-1))) for u, v in zip(got, want))
+
+
+def test_recipe_scaling_type_it_cannot_make_is_named():
+    with pytest.raises(xvendor.ArgumentError, match="recipe must be one of .*BlockWise1x128"):
+        xvendor.quantize(torch.randn(8, 64), E4, ScalingType.BlockWise1x128)

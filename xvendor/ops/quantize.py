@@ -11,6 +11,9 @@ Quantizes x (float32, float16 or bfloat16; computed in fp32) to FP8 (e4m3fn, e5m
   saturated to +-max_finite. The fp32 quotient can land exactly on a tie the exact quotient
   was not on (x and scale carry 24 bits): then data is one code off the exact x / scale.
   A NaN or inf makes its scale NaN or inf (and data x / scale: NaN, or 0 for finite x).
+``recipe`` may also be the ``ScalingType`` member ``scaled_mm`` takes for it
+(``TensorWise``, ``RowWise``, ``BlockWise1x32``).
+
 - ``"mx"`` (OCP MX v1.0, BlockWise1x32): 32 consecutive elements along ``dim`` share one
   E8M0 scale X (dtype float8_e8m0fnu: 2^(code - 127), 0xFF = NaN, no zero); x.shape[dim]
   must be a multiple of 32; scale shape x.shape with ``dim`` divided by 32. ``rounding``:
@@ -36,6 +39,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.nn.functional import ScalingType
 
 from .. import numerics
 from ..registry import dispatcher
@@ -104,9 +108,27 @@ def _(x, dtype, recipe, dim=-1, rounding="rceil", backend=None):
     return x.new_empty(data, dtype=dtype), x.new_empty(scale, dtype=scale_dtype)
 
 
-def quantize(x: Tensor, dtype: torch.dtype, recipe: str, *, dim: int = -1,
+# The recipes as torch's scaled matmuls name them (one vocabulary: what quantize makes is
+# what scaled_mm is told it gets).
+_SCALING_NAMES = {ScalingType.TensorWise: "tensorwise", ScalingType.RowWise: "rowwise",
+                  ScalingType.BlockWise1x32: "mx"}
+
+
+def recipe_name(recipe):
+    """``recipe`` as quantize's string: a ``ScalingType`` member it makes, or the string."""
+    if isinstance(recipe, ScalingType):
+        if recipe not in _SCALING_NAMES:
+            raise ArgumentError(OP, "recipe", f"must be one of {RECIPES} or ScalingType."
+                                f"{{TensorWise, RowWise, BlockWise1x32}}, got {recipe}")
+        return _SCALING_NAMES[recipe]
+    return recipe
+
+
+def quantize(x: Tensor, dtype: torch.dtype, recipe, *, dim: int = -1,
              rounding: str = "rceil", backend: str | None = None) -> tuple[Tensor, Tensor]:
-    """FP8/FP4 data and its scales; see the module docstring."""
+    """FP8/FP4 data and its scales; see the module docstring. ``recipe``: "tensorwise",
+    "rowwise", "mx", or the ``ScalingType`` member scaled_mm takes for it."""
+    recipe = recipe_name(recipe)
     check(x, dtype, recipe, dim, rounding)  # our errors, also at trace time
     if type(x) in _PLAIN and not x.requires_grad and fast_path_open():
         return dispatch(x.device, x.dtype, (x, dtype, recipe, dim, rounding), backend)
