@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .rules import GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
+from .rules import GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
 
 __all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "scaled_mm",
            "scaled_grouped_mm"]
@@ -52,12 +52,14 @@ def gemm(a, b, bias=None, out_dtype=None):
 
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     """``t``, or a copy of it in a buffer whose strides torch's grouped_mm takes: the last
-    two dims row- or column-major, the leading one a multiple of 16 bytes, a 16-byte
-    aligned offset (torch's own rule, ``_meta_grouped_mm_common``)."""
+    two dims row- or column-major, the leading one a multiple of 16 bytes (torch's own
+    rule, ``_meta_grouped_mm_common``), and where the device wants it
+    (``rules.GROUPED_MM_ALIGNED_BASE``) a 16-byte aligned offset."""
     align = 16 // t.element_size()
     st, sh = t.stride(), t.shape
     # (traced: Dynamo cannot read an intermediate's offset; the graph's tensors are fresh)
-    if torch.compiler.is_compiling() or t.storage_offset() % align == 0:
+    if torch.compiler.is_compiling() or t.device.type not in GROUPED_MM_ALIGNED_BASE \
+            or t.storage_offset() % align == 0:
         if st[-2] == 1 and st[-1] >= max(1, sh[-2]) and st[-1] % align == 0:
             return t
         if st[-1] == 1 and st[-2] >= max(1, sh[-1]) and st[-2] % align == 0:

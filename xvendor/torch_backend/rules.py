@@ -32,6 +32,9 @@ GROUPED_MM_DTYPES = {
     "xpu": {BF16},             # torch-xpu-ops' grouped GEMM: bf16 (not run here)
     "meta": {F32, BF16, F16},  # the meta kernel: torch's own checks, no device
 }
+# Devices whose grouped GEMM kernels (CUTLASS/CK TMA loads) also want a 16-byte aligned
+# base pointer; the CPU's does not (tested).
+GROUPED_MM_ALIGNED_BASE = {"cuda", "xpu"}
 # (input dtype, out_dtype) pairs torch's grouped_mm produces itself; other out_dtypes are
 # an fp32 computation cast once (kernels.py).
 GROUPED_MM_NATIVE_OUT = {"cuda": {(BF16, F32)}}
