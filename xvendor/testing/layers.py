@@ -3,15 +3,20 @@
     python -m xvendor.testing.layers            # the graph between layers, and any breach
 
 Every ``import`` statement counts, also one inside a function (a lazy import is still a
-dependency: the circle registry -> tuning -> ops -> registry was one). The layers, lowest
+dependency: the circle registry -> tuning -> ops -> registry was one), and so does every
+module named at run time (a ``"module:attribute"`` string, an ``import_module("...")``
+call): those may point anywhere (the engine names the backends' records so), but no
+circle may run through them. The layers, lowest
 first; a module may import from its own layer and the ones below it, except that backends
 never reach up into the engine, the ops or tuning (they receive what they need in the
 call):
 
 1. ``archs``, ``devices``, ``shapes``, ``numerics``  facts and math, no other xvendor import
-2. ``registry``, ``gate``                          the engine
+   (``dispatch.records``, the ``Backend`` record, is a leaf of this layer: backends
+   describe themselves with it)
+2. ``registry``, ``gate``, ``dispatch``            the engine
 3. ``ops``                                         the op descriptions, one dispatch path
-4. ``reference``, ``triton``, ``rocm``, ``xpu``   the backends (layer 1 only)
+4. ``reference``, ``torch_backend``, ``triton``, ``rocm``, ``xpu``  the backends (layer 1 only)
 5. ``tuning``, ``distributed``, ``ci``, ``testing``, ``explain``, ``selfcheck``, ``events``,
    ``mempool``, ``weight_channel``, ``triton.tunable`` and ``rocm.tunable`` (the tuner's
    view of a backend),
@@ -22,6 +27,7 @@ call):
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the xvendor package
@@ -67,6 +73,37 @@ def _resolve(current: str, is_pkg: bool, node: ast.ImportFrom) -> str:
 
 def modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+_SPEC = re.compile(r"(xvendor(?:\.\w+)+):\w+")
+
+
+def _named_module(node) -> str | None:
+    """The module a string names: ``"xvendor.x.y:attr"`` anywhere, or the argument of an
+    ``import_module("xvendor.x")`` call (the run-time imports the engine makes)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        m = _SPEC.fullmatch(node.value)
+        return m.group(1) if m else None
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
+            == "import_module" and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and node.args[0].value.startswith(PACKAGE):
+        return node.args[0].value
+    return None
+
+
+def string_graph() -> dict[str, set[str]]:
+    """module -> the xvendor modules it names in ``"module:attribute"`` strings and
+    ``import_module`` calls: imports made at run time, which ``graph`` does not see."""
+    mods = modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            t = _named_module(node)
+            while t and t not in mods:
+                t = t.rpartition(".")[0]
+            if t and t != mod and t in mods:
+                edges[mod].add(t)
+    return edges
 
 
 def graph() -> dict[str, set[str]]:
@@ -169,8 +206,15 @@ def layer_graph(edges: dict[str, set[str]] | None = None) -> dict[tuple[str, str
     return counts
 
 
+def run_time_graph() -> dict[str, set[str]]:
+    """Imports and run-time imports together: what a circle must not run through."""
+    edges, named = graph(), string_graph()
+    return {m: edges[m] | named[m] for m in edges}
+
+
 def main() -> int:
     edges = graph()
+    named = string_graph()
     by_layer: dict[int, list[str]] = {}
     for (a, b), _ in sorted(layer_graph(edges).items()):
         by_layer.setdefault(layer(a), []).append(f"{a} -> {b}")
@@ -178,12 +222,13 @@ def main() -> int:
         print(f"layer {lvl} ({LAYER_NAMES[lvl]}):")
         for line in by_layer[lvl]:
             print(f"  {line}")
-    bad, circles = breaches(edges), cycles(edges)
+    bad, circles = breaches(edges), cycles(run_time_graph())
     for line in bad:
         print(f"BREACH {line}")
     for c in circles:
         print(f"CYCLE {' <-> '.join(c)}")
     print(f"{len(edges)} modules, {sum(map(len, edges.values()))} imports, "
+          f"{sum(map(len, named.values()))} run-time imports by name, "
           f"{len(bad)} breaches, {len(circles)} cycles")
     return 1 if bad or circles else 0
 
