@@ -27,7 +27,11 @@ def cmd_matrix(args) -> int:
         cells = mx.affected(changed)
     else:
         cells = list(mx.cells)
-    print(ci_matrix.emit(cells, args.format, args.file))
+    # The merge job (GitLab) reads the matrix file from the project root, where it starts.
+    where = Path(args.file).resolve()
+    rel = where.relative_to(mx.root).as_posix() if mx.root and where.is_relative_to(mx.root) \
+        else args.file
+    print(ci_matrix.emit(cells, args.format, rel))
     text = ci_matrix.summary(cells)
     print(text, file=sys.stderr)
     if args.summary:
@@ -72,7 +76,9 @@ def cmd_merge(args) -> int:
 def add_subcommands(ci: argparse.ArgumentParser) -> None:
     ci_sub = ci.add_subparsers(dest="ci_command", required=True)
     m = ci_sub.add_parser("matrix", help="emit the runner matrix from ci/matrix.toml")
-    m.add_argument("--format", choices=["github", "gitlab", "json"], default="json")
+    m.add_argument("--format", choices=["github", "gitlab", "json"], default="json",
+                   help="github: a fromJson include list; gitlab: a pipeline, one job per "
+                        "cell; json: every cell with all its fields (default)")
     m.add_argument("--changed", nargs="*", metavar="PATH",
                    help="only the cells these changed files affect (path rules in the file); "
                         "relative paths are read from the current folder, and those outside "
