@@ -389,3 +389,18 @@ def test_gitlab_pipeline_passes_gitlabs_schema(tmp_path):
         'tags: ["ubuntu-24.04"]', "tags: {runner: 1}", 1))
     proc = check_jsonschema(path)
     assert proc.returncode == 1 and "tags" in proc.stdout, proc.stdout
+
+
+def test_the_consumer_workflow_is_complete_and_lints():
+    consumer = ROOT / "examples" / "ci-consumer"
+    text = (consumer / ".github" / "workflows" / "ci.yml").read_text()
+    assert 'pip install --no-deps "$XVENDOR"' in text and "pip install --no-deps -e ." not in text
+    for job in ("  matrix:", "  test:", "  report:"):
+        assert job in text
+    assert "xvendor ci report merge ci-reports --file ci/matrix.toml" in text
+    cpu = ci_matrix.load(consumer / "ci" / "matrix.toml").cells[0]
+    assert cpu.install == "python -m pip install -e ." and cpu.compile_entry
+    readme = (consumer / "README.md").read_text()
+    assert "## Install xvendor in CI" in readme and "## The complete workflow" in readme
+    proc = actionlint(consumer / ".github" / "workflows" / "ci.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
