@@ -153,16 +153,6 @@ def test_a_consumer_project_end_to_end(consumer, tmp_path, monkeypatch, capfd):
         (tmp_path / "dry" / "report.md").read_text()
 
 
-def test_a_typo_in_a_marker_fails_the_run(consumer, tmp_path, monkeypatch, capfd):
-    (consumer / "test" / "test_typo.py").write_text(
-        "import pytest\n@pytest.mark.requires_vendor('amdd')\ndef test_x(): pass\n")
-    proc = _run_in(consumer, monkeypatch, capfd, ["l0"], tmp_path / "r")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "requires_vendor('amdd'): unknown vendor 'amdd'" in proc.stdout
-    s = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert "collection or usage error" in s["reason"]
-
-
 def test_no_test_is_a_failure(tmp_path):
     proj = tmp_path / "empty"
     (proj / "tests").mkdir(parents=True)

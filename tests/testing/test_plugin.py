@@ -102,22 +102,29 @@ def test_triton_from_torch_rocm_or_xpu_wheels_counts(monkeypatch, dists, missing
     assert plugin.toolchain_missing(["triton"]) == missing
 
 
-@pytest.mark.parametrize("marker,message", [
-    ('requires_arch("gfx9500")', "requires_arch('gfx9500'): unknown arch 'gfx9500'; archs are "),
-    ('requires_vendor("amdd")', "requires_vendor('amdd'): unknown vendor 'amdd'; vendors are "
-                                "amd, nvidia, intel"),
-    ('requires_toolchain("cutlass")', "requires_toolchain('cutlass'): unknown toolchain "
-                                      "'cutlass'; toolchains are dpctl, flydsl, nosuch, "),
-    ("requires_arch()", "requires_arch() names no arch"),
-])
-def test_a_typo_in_a_marker_argument_is_a_collection_error(pytester, marker, message):
+TYPOS = {  # one module each: a collection error stops its module, named
+    "test_arch": ('requires_arch("gfx9500")',
+                  "requires_arch('gfx9500'): unknown arch 'gfx9500'; archs are "),
+    "test_vendor": ('requires_vendor("amdd")', "requires_vendor('amdd'): unknown vendor "
+                                               "'amdd'; vendors are amd, nvidia, intel"),
+    "test_toolchain": ('requires_toolchain("cutlass")', "requires_toolchain('cutlass'): "
+                       "unknown toolchain 'cutlass'; toolchains are dpctl, flydsl, nosuch, "),
+    "test_empty": ("requires_arch()", "requires_arch() names no arch"),
+}
+
+
+def test_a_typo_in_a_marker_argument_is_a_collection_error(pytester):
     pytester.makeini(INI)
-    pytester.makepyfile(test_typo=f"import pytest\n@pytest.mark.{marker}\ndef test_x(): pass\n"
-                                  "def test_fine(): pass\n")
+    for module, (marker, _) in TYPOS.items():
+        pytester.makepyfile(**{module: f"import pytest\n@pytest.mark.{marker}\n"
+                                       "def test_x(): pass\ndef test_fine(): pass\n"})
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.assert_outcomes(errors=1)
-    assert f"test_typo.py::test_x: {message}" in result.stdout.str()
+    result.assert_outcomes(errors=len(TYPOS))
+    out = result.stdout.str()
+    for module, (_, message) in TYPOS.items():
+        assert f"{module}.py::test_x: {message}" in out
 
 
 def test_a_tier_that_selected_tests_and_ran_none_fails_with_the_reasons(pytester):
