@@ -31,9 +31,9 @@ class Failure:
 def _node_id(case) -> str:
     classname, name = case.get("classname", ""), case.get("name", "")
     parts = classname.split(".")
-    # pytest writes "tests.ci.test_x.TestClass" for "tests/ci/test_x.py::TestClass"; the
-    # file is the longest dotted prefix that names a module, which JUnit does not say:
-    # keep pytest's own form when "file" is recorded, else the dotted one.
+    # xunit1 records the file ("tests/ci/test_x.py") beside the dotted classname
+    # ("tests.ci.test_x.TestClass"): rebuild pytest's node id from the two, so a report's
+    # name can be pasted into `pytest NODEID`; without a file, keep the dotted form.
     if case.get("file"):
         rest = [p for p in parts if p not in Path(case.get("file")).with_suffix("").parts]
         return "::".join([case.get("file"), *rest, name])
