@@ -347,7 +347,8 @@ def test_workflow_consumes_the_generated_matrix(tmp_path):
                  'xvendor ci versions --cell "$XVENDOR_CI_CELL" --report build/ci-report',
                  'xvendor ci compile --cell "$XVENDOR_CI_CELL" --report build/ci-report',
                  "name: ci-report-${{ matrix.name }}", "pattern: ci-report-*",
-                 "xvendor ci report merge ci-reports --file ci/matrix.toml"):
+                 "xvendor ci report merge ci-reports --file ci/matrix.toml",
+                 "if: ${{ !cancelled() && steps.install.outcome == 'success' }}"):
         assert step in text, step
     assert "cache: pip" not in text  # one shared cache for every cell's wheels
     # The same steps, in the same order, as the GitLab job the emitter writes.
