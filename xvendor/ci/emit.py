@@ -103,7 +103,8 @@ def _gitlab_job(cell: Cell) -> list[str]:
 def _gitlab(cells: list[Cell], matrix_file: str) -> str:
     q = json.dumps
     lines = ["# One job per cell of the matrix (disabled cells left out), then the matrix",
-             "# page. Include it, or paste it, into .gitlab-ci.yml.",
+             "# page. Include it, or paste it, into .gitlab-ci.yml. XVENDOR_PIP_SPEC is what",
+             "# the merge job installs (--no-deps); xvendor's own repository sets it to -e .",
              "variables:", f"  XVENDOR_CI_MATRIX: {q(matrix_file)}",
              '  XVENDOR_PIP_SPEC: "xvendor"', "",
              ".xvendor-cell:", "  stage: test", "  variables:",
