@@ -110,6 +110,12 @@ def test_run_stops_before_pytest_when_the_cell_does_not_hold(installed, matrix_f
     installed["torch"] = "2.15.0+cu132"
     with pytest.raises(ci_run.CellMismatch, match="torch: the cell wants"):
         ci_run.run(None, report, matrix_file=str(matrix_file), cell_name=CPU)
+    # The job's report still says why (the workflow uploads it).
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert md.startswith(f"# xvendor CI report: {CPU} (cell check failed)")
+    assert "**CELL CHECK FAILED** (exit code 2)" in md
+    assert "torch: the cell wants torch==2.15.*, build +cpu (runtime cpu), installed is " \
+           "2.15.0+cu132" in md and "| torch | 2.15.0+cu132 | torch==2.15.*" in md
     installed["torch"] = "2.15.0+cpu"
     with pytest.raises(ci_run.CellMismatch, match=r"--tier l2 is not among cell .*'s tiers "
                                                    r"\['l0', 'l1'\]"):
@@ -118,6 +124,23 @@ def test_run_stops_before_pytest_when_the_cell_does_not_hold(installed, matrix_f
     with pytest.raises(ci_run.CellMismatch, match=f"cell {GFX950} runs hardware tiers on a "
                                                    "gfx950, and this machine has cpu"):
         ci_run.run(None, report, matrix_file=str(matrix_file), cell_name=GFX950)
+
+
+def test_a_report_names_a_cell_only_when_its_check_passes(installed, matrix_file):
+    mx = ci_matrix.load(matrix_file)
+    caps = ci_run.Capabilities(["cpu"], ["cpu"], {}, PY)
+    assert ci_run.label_cell(mx, caps).name == CPU
+    installed["torch"] = "2.15.0+cu132"  # what `ci versions --cell` calls a MISMATCH
+    assert ci_run.label_cell(mx, caps) is None
+
+
+def test_versions_report_on_a_mismatch(installed, matrix_file, tmp_path, capsys):
+    installed["triton"] = "3.8.0"
+    args = ["versions", "--file", str(matrix_file), "--cell", CPU, "--report", str(tmp_path)]
+    assert ci_cli.main(args) == 2
+    summary = __import__("json").loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "cell check failed" and summary["rc"] == 2
+    assert "triton: the cell wants triton==3.9.*, installed is 3.8.0" in summary["reason"]
 
 
 def test_run_takes_the_cell_from_the_environment(monkeypatch):

@@ -71,7 +71,8 @@ assert not heavy, heavy
 
 def test_ci_modules_import_no_torch(bare_python):
     imports = ("import xvendor, xvendor.ci.matrix, xvendor.ci.run, xvendor.ci.cli, xvendor.cli\n"
-               "import xvendor.tuning.compile_cli")
+               "import xvendor.tuning.compile_cli, xvendor.ci.report_merge, xvendor.ci.junit\n"
+               "import xvendor.ci.compile_cell, xvendor.ci.provenance")
     proc = _run(bare_python, "-c", CHECK.format(imports=imports))
     assert proc.returncode == 0, proc.stderr
     proc = _run(bare_python, "-c", "import xvendor; xvendor.gemm")

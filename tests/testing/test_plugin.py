@@ -28,7 +28,7 @@ def test_gfx950_logic(): pass
 @pytest.mark.requires_arch("gfx950")
 def test_gfx950_hardware(): pass
 
-@pytest.mark.requires_toolchain("no-such-toolchain-xyz")
+@pytest.mark.requires_toolchain("nosuch")
 def test_missing_toolchain(): pass
 
 def test_device(device):
@@ -36,8 +36,14 @@ def test_device(device):
 """
 
 
+# A project's own toolchain: declared, so requires_toolchain accepts it (and skips: none
+# of its distributions is installed).
+INI = "[pytest]\nxv_toolchains =\n    nosuch = no-such-dist-xyz, another-missing-dist\n"
+
+
 @pytest.fixture
 def project(pytester):
+    pytester.makeini(INI)
     pytester.makepyfile(test_sample=TESTS)
     return pytester
 
@@ -54,7 +60,7 @@ def test_every_skip_says_what_is_missing(project):
     text = result.stdout.str()
     assert "needs a amd GPU; present: no accelerator" in text
     assert "needs a device of arch gfx950; present: no accelerator" in text
-    assert "needs toolchain no-such-toolchain-xyz (not installed)" in text
+    assert "needs toolchain nosuch (not installed)" in text
     assert "needs a CUDA GPU" in text or "needs a CUDA build of torch" in text
     assert "needs a ROCm build of torch" in text
     assert "needs an Intel XPU device" in text
@@ -94,3 +100,68 @@ def test_triton_from_torch_rocm_or_xpu_wheels_counts(monkeypatch, dists, missing
     from xvendor.testing import plugin
     monkeypatch.setattr(plugin, "_installed", lambda dist: dist in dists)
     assert plugin.toolchain_missing(["triton"]) == missing
+
+
+TYPOS = {  # one module each: a collection error stops its module, named
+    "test_arch": ('requires_arch("gfx9500")',
+                  "requires_arch('gfx9500'): unknown arch 'gfx9500'; archs are "),
+    "test_vendor": ('requires_vendor("amdd")', "requires_vendor('amdd'): unknown vendor "
+                                               "'amdd'; vendors are amd, nvidia, intel"),
+    "test_toolchain": ('requires_toolchain("cutlass")', "requires_toolchain('cutlass'): "
+                       "unknown toolchain 'cutlass'; toolchains are dpctl, flydsl, nosuch, "),
+    "test_empty": ("requires_arch()", "requires_arch() names no arch"),
+}
+
+
+def test_a_typo_in_a_marker_argument_is_a_collection_error(pytester):
+    pytester.makeini(INI)
+    for module, (marker, _) in TYPOS.items():
+        pytester.makepyfile(**{module: f"import pytest\n@pytest.mark.{marker}\n"
+                                       "def test_x(): pass\ndef test_fine(): pass\n"})
+    pytester.makepyfile(test_ok="def test_ok(): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(errors=len(TYPOS))
+    out = result.stdout.str()
+    for module, (_, message) in TYPOS.items():
+        assert f"{module}.py::test_x: {message}" in out
+
+
+def test_a_tier_that_selected_tests_and_ran_none_fails_with_the_reasons(pytester):
+    # (toolchain and explicit skips: a device skip would import torch into each run)
+    pytester.makeini(INI)
+    pytester.makepyfile(test_tiers="""
+import pytest
+@pytest.mark.l0
+def test_logic(): pass
+@pytest.mark.l2
+@pytest.mark.requires_toolchain("nosuch")
+def test_needs_nosuch(): pass
+@pytest.mark.l2
+def test_on_h100(): pytest.skip("needs a device of arch sm_90; present: no accelerator")
+""")
+    result = pytester.runpytest("--xv-tier", "l2")
+    result.assert_outcomes(skipped=2, deselected=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert "xvendor: tier l2 ran no test" in out
+    assert "1 x needs toolchain nosuch (not installed)" in out
+    assert "1 x needs a device of arch sm_90; present: no accelerator" in out
+    # A tier with one test that ran is not "none ran"; l2 deselected is not "selected".
+    assert pytester.runpytest("--xv-tier", "l0,l2", "-k", "logic").ret == pytest.ExitCode.OK
+    # Without --xv-tier pytest's own rule stands (a skip is not a failure).
+    assert pytester.runpytest("-k", "nosuch").ret == pytest.ExitCode.OK
+
+
+def test_an_unknown_dry_run_arch_is_a_usage_error(project):
+    result = project.runpytest("--xv-arch", "gfx9500")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--xv-arch: unknown arch 'gfx9500'" in result.stderr.str()
+
+
+def test_a_malformed_toolchain_line_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\nxv_toolchains =\n    nosuch\n")
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "xv_toolchains: 'nosuch' must read 'name = dist, dist'" in result.stderr.str()

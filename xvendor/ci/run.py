@@ -1,6 +1,12 @@
 """``xvendor ci run``: detect what this machine can do, run the tiers that apply under
-pytest (with the xvendor.testing plugin), and write JUnit XML plus a matrix report in
-Markdown and HTML: cells x tiers with pass/fail/skip counts, and what each skip needs.
+pytest (with the xvendor.testing plugin), and write JUnit XML (suites named after the cell,
+provenance as properties), ``summary.json`` and a report in Markdown and HTML: counts per
+tier, failing tests by name, tiers that ran nothing, what each skip needs, provenance.
+
+A report names a cell only when this environment passes that cell's check (as
+``xvendor ci versions --cell``); otherwise it is "unlabelled (this machine: ...)", and a dry
+run (``--xv-arch``, ``XVENDOR_ARCH``) says so. A tier that selected tests and ran none of
+them fails (the plugin's rule). A failed cell check still writes the report, saying why.
 
 Told which cell it runs (``--cell NAME`` or ``$XVENDOR_CI_CELL``), it first checks that this
 environment is that cell (Python, machine, torch version and build, each toolchain's
@@ -10,18 +16,19 @@ what differs otherwise. ``xvendor ci versions`` is the same check on its own.
 
 from __future__ import annotations
 
-import collections
-import html
+import dataclasses
 import importlib.metadata as md
+import json
 import os
 import platform
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import matrix as ci_matrix
+from . import junit, matrix as ci_matrix, report_cell
+from .junit import TierResult  # noqa: F401  (re-exported)
 
 CELL_ENV = "XVENDOR_CI_CELL"
 
@@ -132,150 +139,150 @@ def default_tiers(caps: Capabilities) -> list[str]:
     return ["l0", "l1", "l2"] if caps.has_accelerator else ["l0", "l1"]
 
 
-def matching_cell(mx: ci_matrix.Matrix, caps: Capabilities):
-    """The matrix cell this machine stands for: its main device's arch, then Python."""
+def label_cell(mx: ci_matrix.Matrix, caps: Capabilities):
+    """The cell this environment is, as its check says (the first cell of this machine's
+    arch whose check passes), or None."""
     arch = next((a for a, v in zip(caps.archs, caps.vendors) if v != "cpu"), "cpu")
-    fits = [c for c in mx.cells if c.arch == arch]
-    return next((c for c in fits if c.python == caps.python), fits[0] if fits else None)
-
-
-@dataclass
-class TierResult:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    skip_reasons: collections.Counter = field(default_factory=collections.Counter)
+    for c in mx.cells:
+        if c.arch == arch and all(r.ok for r in check_cell(c)):
+            return c
+    return None
 
 
 def parse_junit(path: Path) -> dict[str, TierResult]:
     """Per-tier counts from pytest's JUnit XML (the plugin records each test's tier)."""
-    tiers: dict[str, TierResult] = collections.defaultdict(TierResult)
-    for case in ET.parse(path).getroot().iter("testcase"):
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        res = tiers[props.get("xv_tier", "l0")]
-        if case.find("failure") is not None or case.find("error") is not None:
-            res.failed += 1
-        elif (skip := case.find("skipped")) is not None:
-            res.skipped += 1
-            res.skip_reasons[_reason(skip.get("message", ""))] += 1
-        else:
-            res.passed += 1
-    return dict(tiers)
+    return junit.parse(path)[0]
 
 
-def _reason(message: str) -> str:
-    return message.split(": ", 1)[1] if message.startswith("Skipped: ") or \
-        message.startswith("Skipped:") else message
+def _machine(caps: Capabilities) -> str:
+    tools = ", ".join(f"{k} {v}" for k, v in caps.toolchains.items()) or "no toolchains"
+    return (f"{', '.join(sorted(set(caps.archs)))}, Python {caps.python}, torch "
+            f"{torch_version()}, {tools}")
 
 
-def _rows(mx, cell, tiers, results):
-    for c in mx.cells:
-        cells = []
-        for t in ci_matrix.TIERS:
-            if t not in c.tiers:
-                cells.append("—")
-            elif cell is not None and c.name == cell.name and t in tiers:
-                r = results.get(t, TierResult())
-                cells.append(f"{r.passed} passed, {r.failed} failed, {r.skipped} skipped")
-            else:
-                cells.append(f"not run here (runner {c.runner})")
-        yield c, cells
+def dry_run_arch(pytest_args) -> str | None:
+    args = list(pytest_args or ())
+    for i, a in enumerate(args):
+        if a == "--xv-arch" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--xv-arch="):
+            return a.split("=", 1)[1]
+    return os.environ.get("XVENDOR_ARCH") or None
 
 
-def markdown_report(mx, cell, caps, tiers, results, rc, versions=None) -> str:
-    lines = ["# xvendor CI matrix report", "",
-             f"This machine: {', '.join(sorted(set(caps.archs)))}; Python {caps.python}; "
-             f"toolchains: {', '.join(f'{k} {v}' for k, v in caps.toolchains.items()) or 'none'}",
-             f"Cell: {cell.name if cell else 'not in the matrix'}; tiers run: {', '.join(tiers)}; "
-             f"pytest exit code {rc}", "",
-             "| cell | " + " | ".join(ci_matrix.TIERS) + " |",
-             "|---|" + "---|" * len(ci_matrix.TIERS)]
-    for c, cells in _rows(mx, cell, tiers, results):
-        lines.append(f"| {c.name} | " + " | ".join(cells) + " |")
-    lines += ["", "## Skips: what they need", ""]
-    reasons = collections.Counter()
-    for r in results.values():
-        reasons.update(r.skip_reasons)
-    lines += [f"- {n} × {why}" for why, n in reasons.most_common()] or ["- none"]
-    if versions:
-        lines += ["", "## Installed vs the cell", "", "| | installed | cell wants |",
-                  "|---|---|---|"]
-        lines += [f"| {v.what} | {v.installed or 'not installed'} | {v.wanted} |"
-                  for v in versions]
-    return "\n".join(lines) + "\n"
+def _summary(label, cell, tiers, rc, results, failures, versions, provenance, **extra):
+    not_run = [{"tier": t, "skipped": r.skipped, "reasons": dict(r.skip_reasons.most_common())}
+               for t, r in sorted(results.items())
+               if t in tiers and r.skipped and not (r.passed or r.failed)]
+    return {"schema": 1, "label": label, "cell": cell.name if cell else None, "tiers": tiers,
+            "rc": rc, "status": "passed" if rc == 0 else "failed", "reason": None,
+            "dry_run": None,
+            "results": {t: {"passed": r.passed, "failed": r.failed, "skipped": r.skipped,
+                            "skip_reasons": dict(r.skip_reasons.most_common())}
+                        for t, r in results.items()},
+            "not_run": not_run, "failures": [dataclasses.asdict(f) for f in failures],
+            "versions": [dataclasses.asdict(v) for v in versions or ()],
+            "provenance": provenance, **extra}
 
 
-def html_report(mx, cell, caps, tiers, results, rc, versions=None) -> str:
-    esc = html.escape
-    head = "".join(f"<th>{t}</th>" for t in ci_matrix.TIERS)
-    body = []
-    for c, cells in _rows(mx, cell, tiers, results):
-        tds = "".join(f'<td class="{"bad" if " 0 failed" not in x and "failed" in x else ""}">'
-                      f"{esc(x)}</td>" for x in cells)
-        body.append(f"<tr><td>{esc(c.name)}</td>{tds}</tr>")
-    reasons = collections.Counter()
-    for r in results.values():
-        reasons.update(r.skip_reasons)
-    skips = "".join(f"<li>{n} × {esc(why)}</li>" for why, n in reasons.most_common()) or "<li>none</li>"
-    installed = "".join(f"<li>{esc(v.what)}: {esc(v.installed or 'not installed')} (cell wants "
-                        f"{esc(v.wanted)})</li>" for v in versions or ())
-    installed = f"<h2>Installed vs the cell</h2><ul>{installed}</ul>" if installed else ""
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>xvendor CI matrix</title>"
-            f"<style>td,th{{border:1px solid #999;padding:4px}} .bad{{background:#fcc}}</style>"
-            f"</head><body><h1>xvendor CI matrix report</h1>"
-            f"<p>Cell: {esc(cell.name if cell else 'not in the matrix')}; tiers run: "
-            f"{esc(', '.join(tiers))}; pytest exit code {rc}</p>"
-            f"<table><tr><th>cell</th>{head}</tr>{''.join(body)}</table>"
-            f"<h2>Skips: what they need</h2><ul>{skips}</ul>{installed}</body></html>\n")
+def write_report(out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "report.md").write_text(report_cell.markdown(summary))
+    (out / "report.html").write_text(report_cell.html_page(summary))
 
 
-def _cell_for_run(name: str, matrix_file: str, tiers: list[str] | None):
+def write_check_failure(report_dir, matrix_file, cell, rows, why: str, started=None) -> None:
+    """The report of a job whose cell check failed: nothing ran, and this is why."""
+    from . import provenance
+    started = started or time.time()
+    caps_tools = {r.what: r.installed or "not installed" for r in rows[3:]}
+    summary = _summary(f"{cell.name} (cell check failed)", cell, list(cell.tiers), 2, {}, [],
+                       rows, provenance.collect(caps_tools, started, time.time() - started))
+    summary.update(status="cell check failed", reason=why)
+    write_report(Path(report_dir), summary)
+    print(f"xvendor ci: report in {report_dir}/report.md: {why}", file=sys.stderr)
+
+
+def _cell_for_run(name: str, matrix_file: str, tiers: list[str] | None, report_dir: str,
+                  started: float):
     """The named cell, checked against this environment; and the tiers to run (the cell's
-    unless told fewer)."""
+    unless told fewer). A failed check writes the report first."""
     cell = ci_matrix.load(matrix_file).cell(name)
     rows = check_cell(cell)
     print(f"xvendor ci run: cell {cell.name}\n{format_versions(rows)}", flush=True)
-    require_cell(cell, rows)
-    extra = [t for t in tiers or () if t not in cell.tiers]
-    if extra:
-        raise CellMismatch(f"ci run: --tier {','.join(extra)} is not among cell {cell.name}'s "
-                           f"tiers {list(cell.tiers)}")
+    try:
+        require_cell(cell, rows)
+        extra = [t for t in tiers or () if t not in cell.tiers]
+        if extra:
+            raise CellMismatch(f"ci run: --tier {','.join(extra)} is not among cell "
+                               f"{cell.name}'s tiers {list(cell.tiers)}")
+    except CellMismatch as e:
+        write_check_failure(report_dir, matrix_file, cell, rows, str(e), started)
+        raise
     return cell, rows, list(tiers or cell.tiers)
 
 
-def run(tiers: list[str] | None, report_dir: str, test_path: str = "tests",
+def run(tiers: list[str] | None, report_dir: str, test_path: str | None = None,
         matrix_file: str = "ci/matrix.toml", pytest_args: list[str] | None = None,
         cell_name: str | None = None) -> int:
-    """Run ``tiers`` (by default: the cell's, else what this machine can run). With
-    ``cell_name`` (a cell of ``matrix_file``), first check that this environment is that cell."""
+    """Run ``tiers`` (by default: the cell's, else what this machine can run) on
+    ``test_path`` (by default what pytest's own configuration collects). With ``cell_name``
+    (a cell of ``matrix_file``), first check that this environment is that cell."""
+    from . import provenance
+    started = time.time()
     cell = versions = None
     if cell_name:
-        cell, versions, tiers = _cell_for_run(cell_name, matrix_file, tiers)
+        cell, versions, tiers = _cell_for_run(cell_name, matrix_file, tiers, report_dir,
+                                              started)
     caps = detect_capabilities()
     if cell is not None and cell.vendor != "cpu" and set(tiers) & ci_matrix.HARDWARE_TIERS \
             and cell.arch not in caps.archs:
-        raise CellMismatch(f"ci run: cell {cell.name} runs hardware tiers on a {cell.arch}, "
-                           f"and this machine has {', '.join(sorted(set(caps.archs)))}")
+        why = (f"ci run: cell {cell.name} runs hardware tiers on a {cell.arch}, and this "
+               f"machine has {', '.join(sorted(set(caps.archs)))}")
+        write_check_failure(report_dir, matrix_file, cell, versions, why, started)
+        raise CellMismatch(why)
     tiers = tiers or default_tiers(caps)
+    dry = dry_run_arch(pytest_args)
+    mx = ci_matrix.load(matrix_file) if Path(matrix_file).is_file() else \
+        ci_matrix.Matrix((), ())
+    if cell is None and not dry:
+        cell = label_cell(mx, caps)
+    label = cell.name if cell and not dry else f"unlabelled (this machine: {_machine(caps)})"
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
-    junit = out / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", test_path, "--xv-tier", ",".join(tiers),
-           f"--junitxml={junit}", "-o", "junit_family=xunit1", *(pytest_args or [])]
-    print(f"xvendor ci run: tiers {','.join(tiers)} on {', '.join(sorted(set(caps.archs)))}: "
-          f"{' '.join(cmd)}", flush=True)
+    xml = out / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", *([test_path] if test_path else []),
+           "--xv-tier", ",".join(tiers), f"--junitxml={xml}", "-o", "junit_family=xunit1",
+           *(pytest_args or [])]
+    print(f"xvendor ci run: tiers {','.join(tiers)} on {', '.join(sorted(set(caps.archs)))}"
+          f" as {label}: {' '.join(cmd)}", flush=True)
     # The cell names this run's environment; a run that a test starts is another project's.
     env = {k: v for k, v in os.environ.items() if k != CELL_ENV}
     rc = subprocess.call(cmd, env=env)
-    mx = ci_matrix.load(matrix_file) if Path(matrix_file).is_file() else \
-        ci_matrix.Matrix((), ())
-    results = parse_junit(junit) if junit.is_file() else {}
-    cell = cell or matching_cell(mx, caps)
-    (out / "report.md").write_text(markdown_report(mx, cell, caps, tiers, results, rc, versions))
-    (out / "report.html").write_text(html_report(mx, cell, caps, tiers, results, rc, versions))
-    print(f"xvendor ci run: report in {out}/report.md, {out}/report.html, JUnit {junit}")
+    results, failures = junit.parse(xml) if xml.is_file() else ({}, [])
+    prov = provenance.collect(caps.toolchains, started, time.time() - started)
+    if xml.is_file():
+        junit.label_suites(xml, label, {"xv_cell": label, **prov})
+    summary = _summary(label, cell if not dry else None, tiers, rc, results, failures,
+                       versions, prov)
+    if summary["not_run"] and rc == 0:  # the plugin's rule, kept if the plugin was off
+        summary.update(rc=1, status="failed")
+        rc = 1
+    if dry:
+        summary["dry_run"] = (f"accelerators relabelled as {dry} (--xv-arch / XVENDOR_ARCH): "
+                              f"requires_arch tests below l2 ran without that device; not a "
+                              f"result for any cell")
     if rc == 5:
+        summary["reason"] = "no test ran: that is a failure"
         print("xvendor ci run: no test ran: that is a failure", file=sys.stderr)
+    elif rc not in (0, 1):
+        summary["reason"] = f"pytest stopped with exit code {rc} (collection or usage error)"
+    write_report(out, summary)
+    print(f"xvendor ci run: report in {out}/report.md, {out}/report.html, JUnit {xml}")
+    for n in summary["not_run"]:
+        print(f"xvendor ci run: tier {n['tier']} ran no test ({n['skipped']} skipped): "
+              + "; ".join(n["reasons"]), file=sys.stderr)
     totals = [sum(getattr(r, k) for r in results.values()) for k in ("passed", "failed", "skipped")]
     print("xvendor: {} passed, {} failed, {} skipped".format(*totals), flush=True)  # last line
     return rc
