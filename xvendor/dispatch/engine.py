@@ -146,6 +146,7 @@ class _State:
 
     def clear(self):
         self.kernels: dict[tuple[str, str], Callable] = {}
+        self.rules: dict[tuple, object] = {}  # (backend, op, device key) -> Backend.accepts
         self.failed: dict[tuple, str] = {}  # (backend, op, device key, dtype) -> error
         self.unavailable: dict[str, str | None] = {}
         self.plugin_problems: dict[str, str] = {}
@@ -307,6 +308,8 @@ def reset(*, configuration: bool = False) -> None:
         _state.tuned_hook = _state.default_tuned_hook
     _state.clear()
     _forget_decisions()
+    _FLOOR_RULES.clear()
+    _FLOOR_KERNELS.clear()
     _gate.clear()
     devices.clear_cache()
 
@@ -341,7 +344,7 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
             raise BackendUnavailable(f"xvendor.{op}: no backend named {requested!r}. "
                                      f"Registered backends: {sorted(table)}")
         why = b.why_not(op, dev, dtype, True, dry_run) or (
-            None if dry_run else _failed_reason(b.name, op, dev, dtype))
+            None if dry_run else _failed_reason(b.name, op, dev, dtype)) or _never(b, op, dev)
         if why:
             raise BackendUnavailable(f"xvendor.{op}: backend {requested!r} was requested but "
                                      f"cannot run on {dev.device} ({dev.arch}, {dtype}): {why}")
@@ -353,7 +356,7 @@ def select(op: str, dev: devices.DeviceInfo, dtype: torch.dtype, shape_class=Non
     eligible: dict[str, Backend] = {}
     for name, b in table.items():
         why = b.why_not(op, dev, dtype, False, dry_run) or (
-            None if dry_run else _failed_reason(name, op, dev, dtype))
+            None if dry_run else _failed_reason(name, op, dev, dtype)) or _never(b, op, dev)
         if why:
             passed[name] = why
         else:
@@ -403,6 +406,19 @@ def _tuned(lookup, dec: Decision, backend: str) -> dict | None:
     return (hit[1] or None) if hit is not None else None  # {}: the backend's default
 
 
+def _rules(b: Backend, op: str, dev: devices.DeviceInfo):
+    """The backend's verdict for ``op`` on ``dev`` (Backend.accepts), remembered."""
+    key = (b.name, op, dev.key)
+    if key not in _state.rules:
+        _state.rules[key] = load_attr(b.accepts)(op, dev) if b.accepts else None
+    return _state.rules[key]
+
+
+def _never(b: Backend, op: str, dev: devices.DeviceInfo) -> str | None:
+    verdict = _rules(b, op, dev)
+    return verdict if isinstance(verdict, str) else None
+
+
 def _failed_reason(name, op, dev, dtype) -> str | None:
     err = _state.failed.get((name, op, dev.key, dtype))
     return f"failed earlier in this process on this device: {err}" if err else None
@@ -420,7 +436,8 @@ def _bind(dec: Decision) -> Decision:
     record = _state.backends[dec.backend]
     dec.checks_inputs = dec.op in record.checks_inputs and dec.device.device.type != "meta"
     if record.accepts:
-        dec.accepts = load_attr(record.accepts)(dec.op, dec.device)
+        rule = _rules(record, dec.op, dec.device)
+        dec.accepts = rule if callable(rule) else None
     return dec
 
 
@@ -584,8 +601,8 @@ def explain_request(op: str, info: devices.DeviceInfo, dtype: torch.dtype,
     dec = select(op, info, dtype, sc, requested_backend(backend), dry_run=dry_run)
     record = backends().get(dec.backend)
     while args and record is not None and record.accepts and dec.fallbacks:
-        rule = load_attr(record.accepts)(op, info)
-        why = None if rule is None else rule(*args)
+        rule = _rules(record, op, info)
+        why = rule(*args) if callable(rule) else rule
         if why is None:
             break
         nxt = Decision(op, info, dtype, dec.fallbacks[0],
@@ -612,9 +629,8 @@ def _floor_decided(op: str, device: torch.device, dtype: torch.dtype,
     if decide(op, device, dtype, (), backend).backend != FLOOR:
         return False
     if (op, device) not in _FLOOR_RULES:
-        record = _state.backends[FLOOR]
-        _FLOOR_RULES[(op, device)] = (load_attr(record.accepts)(op, device_info(device))
-                                      if record.accepts else None)
+        rule = _rules(_state.backends[FLOOR], op, device_info(device))
+        _FLOOR_RULES[(op, device)] = rule if callable(rule) else None
         _FLOOR_KERNELS[op] = _state.kernel(FLOOR, op)
     return True
 

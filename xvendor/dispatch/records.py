@@ -60,7 +60,7 @@ class Backend:
     ``tunable`` -> the object ``xvendor.tuning`` tunes (``candidates``, ``run``);
     ``gate_identity`` -> ``fn(op, device_info, dtype, args, config) -> str`` naming the
     compiled specialization a call runs: set, the backend is behind the correctness gate;
-    ``accepts`` -> ``fn(op, device_info) -> None | rule``: per-call rules.
+    ``accepts`` -> ``fn(op, device_info) -> None | reason | rule``: per-call rules.
     """
 
     name: str
@@ -84,10 +84,10 @@ class Backend:
     # "kernels": a backend of our own kernels; "floor": torch's own ops, tried after every
     # default and before the reference; "reference": the exact oracle, the last resort.
     role: str = "kernels"
-    # "module:function" -> fn(op, device_info) -> None | rule: the per-call rule
-    # ``rule(*args) -> None | reason`` of a backend that serves only part of an op's calls
-    # (torch's own ops: their dtype and recipe rules); None: every call. A call the rule
-    # refuses goes to the next candidate.
+    # "module:function" -> fn(op, device_info) -> None | reason | rule: for a backend that
+    # serves only part of an op's calls (torch's own ops: their dtype and recipe rules):
+    # None, every call; a str, no call on that device (why); else the per-call rule
+    # ``rule(*args) -> None | reason``. A call the rule refuses goes to the next candidate.
     accepts: str | None = None
 
     def __post_init__(self):

@@ -8,9 +8,10 @@ row is wrong, torch raises, the call falls back to the next candidate with one w
 and ``bench/gpu_check.sh`` shows it. What ``kernels.py`` adds around torch's op (bias,
 ``out_dtype``, strides, zeros past ``offs[-1]``) is not a rule: it never sends a call away.
 
-``accepts(op, device_info)`` is the backend's rule hook: ``None`` when torch takes every
-call of ``op`` there (gemm, topk), else the per-call rule ``fn(*args) -> None |
-reason`` (``explain`` prints the reason).
+``accepts(op, device_info)`` is the backend's rule hook: a reason when torch takes no call
+of ``op`` on that device (selection passes it over), ``None`` when it takes every call
+(gemm, topk), else the per-call rule ``fn(*args) -> None | reason`` (``explain`` prints
+the reason).
 """
 
 from __future__ import annotations
@@ -136,7 +137,22 @@ _RULES = {"grouped_mm": _grouped_mm, "rms_norm": _rms_norm, "scaled_mm": _scaled
           "scaled_grouped_mm": _scaled_grouped_mm}
 
 
+def _never(op: str, dev: DeviceInfo) -> str | None:
+    """Why torch's op takes no call of ``op`` at all on ``dev`` (``None``: some calls)."""
+    if op == "grouped_mm" and dev.device.type not in GROUPED_MM_DTYPES:
+        return f"torch has no grouped_mm on {dev.device.type} devices"
+    if op == "scaled_mm" and _scaled_row(SCALED_MM, dev) is None:
+        return f"torch's scaled_mm has no FP8 recipes on {_where(dev)}"
+    if op == "scaled_grouped_mm" and _scaled_row(SCALED_GROUPED_MM, dev) is None:
+        return f"torch has no scaled_grouped_mm on {_where(dev)}"
+    return None
+
+
 def accepts(op: str, dev: DeviceInfo):
-    """The per-call rule of ``op`` on ``dev`` (metadata only), or ``None``: every call."""
+    """``op`` on ``dev``: a reason (str) when torch takes no call there, the per-call rule
+    ``fn(*args) -> None | reason`` (metadata only), or ``None``: every call."""
+    never = _never(op, dev)
+    if never is not None:
+        return never
     rule = _RULES.get(op)
     return None if rule is None else (lambda *args: rule(dev, *args))
