@@ -22,6 +22,9 @@ step info "$PY" -m xvendor.cli info
 step check "$PY" -m xvendor.cli check
 step l2-tests "$PY" -m pytest tests -m l2 -rs -q -p no:cacheprovider -o addopts="--import-mode=importlib" --junitxml="$OUT/l2-junit.xml"
 step gpu-bench "$PY" bench/gpu_gemm.py --json "$OUT/gpu-bench.json"
+# xvendor's automatic choice against torch's own op on the device (the CUDA-graph capture
+# of every automatic path is an l2 test above: tests/torch_backend/test_cuda_graph_l2.py).
+step vs-torch "$PY" bench/vs_torch.py --device cuda
 step scaled-bench "$PY" bench/scaled_mm.py --gpu --json "$OUT/scaled-bench.json"
 # On gfx950/gfx1250: the FlyDSL RMSNorm (fwd/bwd) and topk kernels against torch, next to
 # their memory-bound floors; on NVIDIA: the backends that run there.

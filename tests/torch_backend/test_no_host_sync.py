@@ -64,7 +64,11 @@ def _calls(device):
 
 
 @pytest.mark.parametrize("case", sorted(_calls("cpu")))
-def test_decided_kernel_never_reads_values_on_the_host(case):
+def test_decided_kernel_never_reads_values_on_the_host(case, monkeypatch):
+    """The accelerator code path, run on CPU tensors: the CPU's own shortcut (reading
+    ``offs[-1]``, free there) is switched off so that the path a GPU takes is the one run."""
+    from xvendor.torch_backend import kernels
+    monkeypatch.setattr(kernels, "HOST_READS_FREE", set())
     op, args = _calls("cpu")[case]
     dtype = args[0].dtype if op != "scaled_mm" else torch.bfloat16
     dec = registry.decide(op, torch.device("cpu"), dtype)
@@ -89,6 +93,19 @@ def test_public_path_runs_on_meta_tensors(case):
     assert all(t.is_meta for t in outs)
     dtype = args[0].dtype if op != "scaled_mm" else torch.bfloat16
     assert registry.decide(op, torch.device("meta"), dtype).backend == "torch"
+
+
+def test_the_cpu_shortcut_and_the_device_mask_agree():
+    from xvendor.torch_backend import kernels
+    op, args = _calls("cpu")["grouped_mm 2Dx3D, bias, odd N"]
+    fast = kernels.grouped_mm(*args)
+    saved = kernels.HOST_READS_FREE
+    try:
+        kernels.HOST_READS_FREE = set()
+        masked = kernels.grouped_mm(*args)
+    finally:
+        kernels.HOST_READS_FREE = saved
+    assert torch.equal(fast, masked) and torch.equal(fast[31:], torch.zeros(2, 6))
 
 
 def test_accelerator_offs_check_is_a_device_assert():

@@ -1,6 +1,7 @@
 """The kernels of the ``torch`` backend: torch's own op, plus xvendor's wider semantics
-added with device ops only (no ``.item()``, ``.tolist()``, ``nonzero`` or data-dependent
-shape: nothing here waits for the device).
+added with device ops only on accelerators (no ``.item()``, ``.tolist()``, ``nonzero`` or
+data-dependent shape: nothing here waits for the device; the CPU, where reading a value
+is free, reads one).
 
 Code paths, per op:
 - gemm: ``torch.mm`` / ``addmm``; an ``out_dtype`` other than the inputs' is torch's own
@@ -11,8 +12,9 @@ Code paths, per op:
     and offset; an operand that is not is copied into a padded buffer (``_aligned``).
   * ``out_dtype`` / bias on fp16-bf16: computed in fp32 (torch's ``out_dtype`` where
     native, else fp32 operands), bias added in fp32, one rounding to the output dtype.
-  * zeros: rows (2Dx3D) / columns (3Dx2D) past ``offs[-1]`` are masked from the group id
-    of each row or column, computed on the device (``searchsorted``).
+  * zeros: rows (2Dx3D) / columns (3Dx2D) past ``offs[-1]``: on an accelerator a mask
+    built on the device (index >= offs[-1]); on the CPU, where reading ``offs[-1]`` costs
+    nothing, one slice (``HOST_READS_FREE``).
 - rms_norm: ``F.rms_norm`` over weight's dims (the last one without a weight).
 - topk: ``torch.topk``.
 - scaled_mm / scaled_grouped_mm: ``F.scaled_mm`` / ``F.scaled_grouped_mm`` with the
@@ -92,6 +94,22 @@ def _group_of(ends: torch.Tensor, n: int, device) -> torch.Tensor:
     return torch.searchsorted(ends, _indices(n, device), right=True)
 
 
+# Devices whose tensors the host reads for free: there the zeros past offs[-1] are one
+# slice (``offs[-1]`` read on the host); elsewhere a mask built on the device (no sync).
+HOST_READS_FREE = {"cpu"}
+
+
+def _zero_past_end(out: torch.Tensor, offs: torch.Tensor, dim: int) -> torch.Tensor:
+    """Zero ``out``'s rows (dim 0) or columns (dim 1) past ``offs[-1]``."""
+    n = out.shape[dim]
+    if out.device.type in HOST_READS_FREE and not torch.compiler.is_compiling():
+        end = int(offs[-1]) if offs.numel() else 0
+        if end < n:
+            out.narrow(dim, end, n - end).zero_()
+        return out
+    return out.masked_fill_(_past_end(offs, n, out.device).unsqueeze(1 - dim), 0)
+
+
 def _past_end(ends: torch.Tensor, n: int, device) -> torch.Tensor:
     """True for each of ``n`` rows (or columns) past ``ends[-1]`` (all, with no groups)."""
     if ends.numel() == 0:
@@ -117,11 +135,11 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
             padded = torch.cat([bias.to(out.dtype), bias.new_zeros((1, bias.shape[1]),
                                                                     dtype=out.dtype)])
             out = out.add_(padded[ids])  # rows past offs[-1] get the zero row
-        out = out.masked_fill_(_past_end(offs, out.shape[0], out.device).unsqueeze(1), 0)
+        out = _zero_past_end(out, offs, 0)
     elif layout == (3, 2):  # ragged columns: bias per column, zeros past offs[-1]
         if bias is not None:
             out = out.add_(bias.to(out.dtype))
-        out = out.masked_fill_(_past_end(offs, out.shape[1], out.device).unsqueeze(0), 0)
+        out = _zero_past_end(out, offs, 1)
     elif bias is not None:  # 2Dx2D and 3Dx3D: (G, M, N), bias (G, N)
         out = out.add_(bias.to(out.dtype).unsqueeze(1))
     # torch pads its output's rows to 16 bytes too: xvendor's (and the fake's) is dense
@@ -174,7 +192,7 @@ def scaled_grouped_mm(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_
     ra, rb, wa, wb = _recipes(recipe_a, recipe_b, swizzle_a, swizzle_b)
     out = F.scaled_grouped_mm(a, b, scale_a, ra, scale_b, rb, swizzle_a=wa, swizzle_b=wb,
                               offs=offs, output_dtype=output_dtype)
-    return out.masked_fill_(_past_end(offs, out.shape[0], out.device).unsqueeze(1), 0)
+    return _zero_past_end(out, offs, 0)
 
 
 KERNELS = {"gemm": gemm, "grouped_mm": grouped_mm, "rms_norm": rms_norm, "topk": topk,
