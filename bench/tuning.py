@@ -29,7 +29,7 @@ def main() -> None:
     from xvendor import devices
     from xvendor.tuning import serve, tuner
     from xvendor.tuning.problem import key_for
-    from xvendor.xpu import backend
+    from xvendor.xpu import backend, tunable
     info = devices.detect("cpu")
     store = serve.store_for(info)
     gen = torch.Generator().manual_seed(0)
@@ -39,8 +39,8 @@ def main() -> None:
         argsets = [(torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen), None, None)
                    for _ in range(3)]
         key = key_for("gemm", "*", info.arch, info.cu_count, info.product, argsets[0])
-        res = tuner.tune("gemm", "sycl", backend.TUNABLE, info, key, argsets, store,
-                         top_k=args.top_k, default_name=backend.TUNABLE.default_name)
+        res = tuner.tune("gemm", "sycl", tunable.TUNABLE, info, key, argsets, store,
+                         top_k=args.top_k, default_name=tunable.TUNABLE.default_name)
         win, dflt = res.winner, res.default_us
         speed = f"{dflt / win.measured_us:.2f}x" if win and dflt else "-"
         print(f"{f'{m}x{n}x{k}':22s} {dflt or float('nan'):10.0f} "

@@ -104,21 +104,21 @@ CONFIG = {"WM": 8, "WN": 16, "RM": 4, "RN": 4, "BK": 64, "block_m": 32, "block_n
 
 
 def test_the_caller_hands_over_the_tile(gen, launches):
-    from xvendor.xpu import backend
+    from xvendor.xpu import backend, tunable
     a, b, c = rand(gen, 70, 50), rand(gen, 50, 40), rand(gen, 40)
     out = backend.gemm(a, b, c, config=CONFIG)
     assert backend.last_gemm_tile == {k: CONFIG[k] for k in TILE_KEYS}
     assert oracle.rel_error(out, oracle.gemm(a, b, c)) <= oracle.TOLERANCE[torch.float32]
     backend.gemm(a, b)
     assert backend.last_gemm_tile == backend.DEFAULT_TILE  # config=None: the default tile
-    out = backend.TUNABLE.run("gemm", CONFIG, (a, b, c, None))  # the tuner's call
+    out = tunable.TUNABLE.run("gemm", CONFIG, (a, b, c, None))  # the tuner's call
     assert backend.last_gemm_tile == {k: CONFIG[k] for k in TILE_KEYS}
     assert oracle.rel_error(out, oracle.gemm(a, b, c)) <= oracle.TOLERANCE[torch.float32]
     assert launches("gemm_f32_f32") == 3
 
 
 def test_a_config_without_the_tile_keys_is_refused(gen):
-    from xvendor.xpu import backend
+    from xvendor.xpu import backend, tunable
     a, b = rand(gen, 4, 4), rand(gen, 4, 4)
     with pytest.raises(ValueError, match=r"lacks the tile keys \['BK'\]"):
         backend.gemm(a, b, config={k: CONFIG[k] for k in TILE_KEYS[:4]})

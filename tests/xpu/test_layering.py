@@ -34,12 +34,13 @@ pkg = types.ModuleType("xvendor")
 pkg.__path__ = [root + "/xvendor"]
 sys.modules["xvendor"] = pkg
 backend = importlib.import_module("xvendor.xpu.backend")
+tunable = importlib.import_module("xvendor.xpu.tunable")
 assert backend.probe() is None, backend.probe()
 import torch
-cands = backend.TUNABLE.candidates("gemm", None, None)
+cands = tunable.TUNABLE.candidates("gemm", None, None)
 config = next(c.config for c in cands if c.name == "wg8x16_r4x4_k64")
 a, b = torch.randn(20, 30), torch.randn(30, 10)
-out = backend.TUNABLE.run("gemm", config, (a, b, None, None))
+out = tunable.TUNABLE.run("gemm", config, (a, b, None, None))
 torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
 assert backend.last_gemm_tile["WM"] == 8
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("xvendor"))))

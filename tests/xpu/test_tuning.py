@@ -9,7 +9,7 @@ from xvendor import devices, registry
 from xvendor.tuning import serve, tuner
 from xvendor.tuning.problem import key_for
 from xvendor.tuning.store import TuningStore
-from xvendor.xpu import backend
+from xvendor.xpu import backend, tunable
 
 pytestmark = pytest.mark.l1
 
@@ -21,8 +21,8 @@ def test_tune_store_serve_on_the_cpu_sycl_device(sycl_device, poisoned, tmp_path
     argsets = [(torch.randn(192, 256, generator=gen), torch.randn(256, 160, generator=gen),
                 None, None) for _ in range(3)]
     key = key_for("gemm", "*", info.arch, info.cu_count, info.product, argsets[0])
-    res = tuner.tune("gemm", "sycl", backend.TUNABLE, info, key, argsets, serve.store_for(info),
-                     top_k=3, default_name=backend.TUNABLE.default_name)
+    res = tuner.tune("gemm", "sycl", tunable.TUNABLE, info, key, argsets, serve.store_for(info),
+                     top_k=3, default_name=tunable.TUNABLE.default_name)
     timed = [r for r in res.rows if r.status == "timed"]
     assert len(timed) >= 2, [(r.name, r.status) for r in res.rows]  # gated, then timed
     assert res.winner.measured_us == min(r.measured_us for r in timed)
@@ -45,13 +45,13 @@ class _TwoTiles:
 
     def __init__(self, names):
         self.names = names
-        self.default_name = backend.TUNABLE.default_name
+        self.default_name = tunable.TUNABLE.default_name
 
     def candidates(self, op, info, key):
-        return [c for c in backend.TUNABLE.candidates(op, info, key) if c.name in self.names]
+        return [c for c in tunable.TUNABLE.candidates(op, info, key) if c.name in self.names]
 
     def run(self, op, config, args):
-        return backend.TUNABLE.run(op, config, args)
+        return tunable.TUNABLE.run(op, config, args)
 
 
 def test_grouped_mm_tuning_is_served_too(sycl_device, poisoned, tmp_path, monkeypatch):

@@ -26,14 +26,12 @@ Bias (gemm, grouped_mm) is converted to fp32 before the launch (N or G*N values)
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from . import environment, runtime
 from .tensors import TAGS, Launch
 
-__all__ = ["KERNELS", "TUNABLE", "gemm", "grouped_mm", "rms_norm", "topk", "probe", "TILE"]
+__all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "probe", "TILE"]
 
 # The tile of gemm_tile.h (BM, BN) and its work-group (WM, WN); must match its defaults.
 TILE = {"WM": 16, "WN": 16, "RM": 4, "RN": 4}
@@ -123,37 +121,6 @@ def gemm(a, b, bias=None, out_dtype=None, *, config=None):
             [(P, pa), (P, pb), (P, pbias), (P, pc), (I64, m), (I64, n), (I64, k),
              (I64, sa_m), (I64, sa_k), (I64, sb_k), (I64, sb_n)], options=_tile_options(tile))
     return out
-
-
-class _Candidate(NamedTuple):
-    """What xvendor.tuning reads from a candidate (its ``Candidate`` by shape): defined here
-    because this module sits below the tuner and must not import it."""
-
-    name: str
-    config: dict
-    record: dict | None = None
-
-
-class _Tunable:
-    """xvendor.tuning's view of the SYCL gemm and grouped GEMM (both use gemm_tile.h): tile
-    shapes around the swept default. ``run`` is the serving call itself (``config=``), so a
-    tile is timed exactly as it will be served."""
-
-    SPACE = [(16, 16, 4, 4, 64), (16, 16, 4, 4, 32), (16, 16, 2, 4, 64), (8, 16, 4, 4, 64),
-             (16, 8, 4, 4, 64), (8, 8, 4, 4, 64), (16, 16, 4, 2, 64), (8, 16, 2, 4, 32)]
-    default_name = "wg16x16_r4x4_k64"
-
-    def candidates(self, op, info, key):
-        return [_Candidate(f"wg{wm}x{wn}_r{rm}x{rn}_k{bk}",
-                           {"WM": wm, "WN": wn, "RM": rm, "RN": rn, "BK": bk,
-                            "block_m": wm * rm, "block_n": wn * rn, "block_k": bk})
-                for wm, wn, rm, rn, bk in self.SPACE]
-
-    def run(self, op, config, args):
-        return KERNELS[op](*args, config=config)
-
-
-TUNABLE = _Tunable()
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):

@@ -7,4 +7,4 @@ BACKEND = Backend(
     ops={"gemm", "grouped_mm", "rms_norm", "topk"}, device_types={"xpu"},
     explicit_device_types={"cpu"},  # cpu: through the OpenCL CPU SYCL device
     dtypes=FLOAT_DTYPES, probe="xvendor.xpu.backend:probe",
-    tunable="xvendor.xpu.backend:TUNABLE")
+    tunable="xvendor.xpu.tunable:TUNABLE")
