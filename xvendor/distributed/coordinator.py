@@ -34,7 +34,6 @@ loops without the guard must call ``rg.reconnect()`` themselves.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import selectors
 import socket
@@ -43,8 +42,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import torch.distributed as dist
 
+from . import authstore
 from . import control as cp
 from . import wire
 from .control import Timing
@@ -107,11 +106,13 @@ class Coordinator:
         self._front.setblocking(False)
         self.port = self._front.getsockname()[1]
         sp = store_port if store_port is not None else (self.port + 1 if port else 0)
-        self.store = dist.TCPStore(host, sp, is_master=True, wait_for_workers=False,
-                                   timeout=datetime.timedelta(seconds=60))
+        # NOTE [the store behind the token]: not a TCPStore (no authentication, and its
+        # server binds every interface whatever host it is given): ``authstore`` binds
+        # ``host`` and serves only connections that prove they hold the token.
+        self._kv = authstore.KV()
+        self.store = authstore.StoreServer(token, host, sp, self._kv)
         self.store_port = self.store.port
-        self._client = cp.connect("127.0.0.1" if host in ("0.0.0.0", "") else host,
-                                  self.store_port)
+        self._client = authstore.LocalStore(self._kv)
         self.lanes: dict[int, _Lane] = {}
         # several lanes per replica group: arrivals by (replica, restart) -> {lane: member}
         self.groups: dict[tuple[str, int], dict[int, int]] = {}
@@ -128,7 +129,7 @@ class Coordinator:
     def lane(self, r: int) -> _Lane:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
-            ctl = cp.Control(dist.PrefixStore(prefix, self._client))
+            ctl = cp.Control(self._client.prefixed(prefix))
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r))
         return self.lanes[r]
 
@@ -341,10 +342,12 @@ class Coordinator:
             s.close()
         self._conns.clear()
         self._front.close()
+        self.store.close()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    p.add_argument("--host", default="0.0.0.0",
+                   help="address both ports bind (default: all interfaces)")
     p.add_argument("--port", type=int, required=True,
                    help="the front port workers connect to (XVENDOR_COORDINATOR=host:port)")
     p.add_argument("--store-port", type=int, default=None,

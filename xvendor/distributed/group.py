@@ -96,7 +96,8 @@ class ResilientGroup:
         self._heartbeat = cp.Heartbeat(self._connect(), member, timing.hb_interval_s)
 
     def _connect(self):
-        return cp.connect(self.host, self.port, prefix=self.store_prefix)
+        token = self.link.args["token"] if self.link is not None else None
+        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token)
 
     @property
     def step(self) -> StepCount:
@@ -144,7 +145,9 @@ class ResilientGroup:
     def newcomer(cls, host, port, member: int | None = None, **kw) -> "ResilientGroup":
         """Queue for admission; return once admitted, with state received."""
         if member is None:
-            member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""))).new_id()
+            link = kw.get("link")
+            member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""),
+                                           token=link and link.args["token"])).new_id()
         self = cls(host, port, member, has_state=False, **kw)
         self._queue(time.monotonic())
         return self
