@@ -130,7 +130,7 @@ class StoreServer:
         if not token:
             raise ValueError("token must be a non-empty string")
         self._token, self.kv = token, kv if kv is not None else KV()
-        self._listen = socket.create_server((host, port))
+        self._listen = socket.create_server((host, port), backlog=1024)
         self._listen.setblocking(False)
         self.host, self.port = host, self._listen.getsockname()[1]
         self._sel = selectors.DefaultSelector()
@@ -160,10 +160,14 @@ class StoreServer:
                     self._close(s, refused=True)
 
     def _accept(self) -> None:
-        try:
-            s, _ = self._listen.accept()
-        except OSError:
-            return
+        while True:  # drain the backlog: a burst of connections is served in one pass
+            try:
+                s, _ = self._listen.accept()
+            except OSError:  # none pending, or out of descriptors: next pass
+                return
+            self._admit(s)
+
+    def _admit(self, s: socket.socket) -> None:
         if len(self._peers) >= MAX_CONNS:
             s.close()
             self.refused += 1

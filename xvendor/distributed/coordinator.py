@@ -84,6 +84,7 @@ class _Conn:
     member: int | None = None
     bye: bool = False
     peer: str = ""
+    since: float = field(default_factory=time.monotonic)
 
 
 class Coordinator:
@@ -102,7 +103,7 @@ class Coordinator:
         self.straggler, self.fr_dir = straggler, fr_dir
         self._log = log or (lambda msg: print(f"xvendor coordinator: {msg}", file=sys.stderr,
                                               flush=True))
-        self._front = socket.create_server((host, port), reuse_port=False)
+        self._front = socket.create_server((host, port), reuse_port=False, backlog=1024)
         self._front.setblocking(False)
         self.port = self._front.getsockname()[1]
         sp = store_port if store_port is not None else (self.port + 1 if port else 0)
@@ -147,13 +148,16 @@ class Coordinator:
                 for key, _ in self._sel.select(timeout=tick):
                     try:
                         if key.fileobj is self._front:
-                            self._accept()
+                            for _ in range(256):  # a burst is accepted in one pass
+                                if not self._accept():
+                                    break
                         else:
                             self._readable(key.fileobj)
                     except Exception as e:  # one bad connection must not stop the job
                         self._log(f"connection error: {e!r}")
                         self._forget(key.fileobj)
                 now = time.monotonic()
+                self._drop_silent(now)
                 self._form_epoch0_of_groups(now)
                 for lane in list(self.lanes.values()):
                     self._form_epoch0(lane, now)
@@ -168,21 +172,33 @@ class Coordinator:
             if self._closed:
                 self._release()
 
-    def _accept(self) -> None:
+    def _drop_silent(self, now: float) -> None:
+        """A connection that has not passed the handshake within ``HANDSHAKE_S`` is closed:
+        a client that connects and sends nothing holds nothing for long."""
+        for sock, c in list(self._conns.items()):
+            if c.member is None and now - c.since > authstore.HANDSHAKE_S:
+                self._forget(sock)
+
+    def _accept(self) -> bool:
+        """Accept one pending connection; False when none is pending."""
         try:
             sock, addr = self._front.accept()
-        except BlockingIOError:
-            return
+        except OSError:  # nothing pending, or out of descriptors: try again next tick
+            return False
+        if len(self._conns) >= authstore.MAX_CONNS:
+            sock.close()
+            return True
         sock.setblocking(True)
         c = _Conn(nonce=wire.new_nonce(), peer=f"{addr[0]}:{addr[1]}")
         try:
             wire.send(sock, {"coordinator": wire.PROTO, "nonce": c.nonce})
         except OSError:
             sock.close()
-            return
+            return True
         sock.setblocking(False)
         self._conns[sock] = c
         self._sel.register(sock, selectors.EVENT_READ)
+        return True
 
     def _readable(self, sock: socket.socket) -> None:
         c = self._conns[sock]
