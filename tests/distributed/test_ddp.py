@@ -236,6 +236,10 @@ def test_coordinator_killed_and_restarted_mid_run(tmp_path):
     fin = check_finishers(rs, n=3, size=3)
     assert all(r["reconnects"] == 1 for r in fin), fin
     assert "epoch 0 = members [0, 1, 2]" in second.text(), second.text()
+    # NOTE [incarnations]: the restarted coordinator says it is another incarnation
+    first_inc, second_inc = (int(c.text().split("[incarnation ")[1].split("]")[0])
+                             for c in (first, second))
+    assert first_inc < second_inc
 
 
 N_GPU = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -92,7 +92,7 @@ class Coordinator:
                  store_port: int | None = None, min_replicas: int = 1,
                  join_timeout_s: float = 60.0, timing: Timing = Timing(),
                  straggler: StragglerPolicy = StragglerPolicy(), fr_dir: str | None = None,
-                 log=None):
+                 log=None, incarnation: int | None = None):
         if not token:
             raise ValueError("token must be a non-empty string (XVENDOR_TOKEN or --token-file)")
         if min_replicas < 1:
@@ -101,8 +101,17 @@ class Coordinator:
         self.version, self.token, self.timing = __version__, token, timing
         self.min_replicas, self.join_timeout_s = min_replicas, join_timeout_s
         self.straggler, self.fr_dir = straggler, fr_dir
-        self._log = log or (lambda msg: print(f"xvendor coordinator: {msg}", file=sys.stderr,
-                                              flush=True))
+        # NOTE [incarnations]: a restarted coordinator knows nothing of the old one and
+        # numbers epochs and members from 0 again. Its incarnation (default: its start time
+        # in ms, increasing across restarts while the clock does not step back) is in every
+        # epoch record, flight-recorder dump name and log line, so two failures in two
+        # incarnations are never merged (``xvendor fr analyze`` keeps them apart).
+        self.incarnation = int(time.time() * 1000) if incarnation is None else int(incarnation)
+        if self.incarnation < 0:
+            raise ValueError(f"incarnation must be >= 0, got {incarnation}")
+        inc = self.incarnation
+        self._log = log or (lambda msg: print(f"xvendor coordinator [incarnation {inc}]: {msg}",
+                                              file=sys.stderr, flush=True))
         self._front = socket.create_server((host, port), reuse_port=False, backlog=1024)
         self._front.setblocking(False)
         self.port = self._front.getsockname()[1]
@@ -130,8 +139,9 @@ class Coordinator:
     def lane(self, r: int) -> _Lane:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
-            ctl = cp.Control(self._client.prefixed(prefix))
-            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r))
+            ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
+            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
+                                                           incarnation=self.incarnation))
         return self.lanes[r]
 
     def deaths(self, lane: int = 0) -> dict[int, str]:
@@ -281,7 +291,7 @@ class Coordinator:
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
                          "prefix": lane.prefix, "job_prefix": wire.job_prefix(self.token, None),
-                         "timing": self.timing.as_dict()})
+                         "timing": self.timing.as_dict(), "incarnation": self.incarnation})
         sock.setblocking(False)
         self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
                   f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})")
@@ -384,6 +394,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--straggler-min-s", type=float, default=0.1,
                    help="... and by at least this many seconds over the median")
     p.add_argument("--fr-dir", default=None, help="where to write the coordinator's dump")
+    p.add_argument("--incarnation", type=int, default=None,
+                   help="this run's incarnation number, in every epoch record, dump name and "
+                        "log line (default: the start time in ms, increasing across restarts)")
 
 
 def read_token(token_file: str | None) -> str:
@@ -413,12 +426,13 @@ def run(args) -> int:
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
                         args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
                         StragglerPolicy(args.straggler_factor, args.straggler_steps,
-                                        args.straggler_min_s), args.fr_dir)
+                                        args.straggler_min_s), args.fr_dir,
+                        incarnation=args.incarnation)
     except (ValueError, OSError) as e:
         print(f"xvendor coordinator: {e}", file=sys.stderr)
         return 2
-    print(f"xvendor coordinator: listening on {args.host}:{c.port} (store {c.store_port}), "
-          f"min replicas {args.min_replicas}", file=sys.stderr, flush=True)
+    print(f"xvendor coordinator [incarnation {c.incarnation}]: listening on {args.host}:{c.port} "
+          f"(store {c.store_port}), min replicas {args.min_replicas}", file=sys.stderr, flush=True)
     try:
         c.serve()
     except KeyboardInterrupt:

@@ -66,6 +66,7 @@ class Link:
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], Timing(**reply["timing"])
         self.job_prefix = reply["job_prefix"]  # keys shared by every lane (lanes.py)
+        self.incarnation = reply.get("incarnation")  # the coordinator's (NOTE [incarnations])
         self.fingerprint = fingerprint
 
     def reopen(self) -> "Link":

@@ -79,7 +79,7 @@ class ResilientGroup:
         self.store_prefix, self.link = store_prefix, link  # link: the coordinator connection
         self.get_state, self.set_state, self.fr_dir, self.backend = get_state, set_state, fr_dir, backend
         self.device = torch.device(device)
-        self.ctl = cp.Control(self._connect())
+        self.ctl = cp.Control(self._connect(), link.incarnation if link is not None else None)
         self.plane = dataplane.Plane(backend, self.ctl.store, timing.op_timeout_s, member,
                                      strategy, connect=self._connect)
         self.strategy, self.strategy_why = self.plane.strategy, self.plane.why
@@ -330,7 +330,7 @@ class ResilientGroup:
         why = reason or self.ctl.get(cp.key_abort(e)) or "unknown"
         self.stats["dumps"].append(self.recorder.dump(
             self.fr_dir, member=self.member, epoch=e, members=members, reason=why,
-            dead=self.ctl.dead(), lane=self.lane))
+            dead=self.ctl.dead(), lane=self.lane, incarnation=self.ctl.incarnation))
 
     @property
     def lane(self) -> int:

@@ -16,8 +16,9 @@ class Verdicts:
     """One control-plane namespace's view of who failed, and why."""
 
     def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None,
-                 lane: int = 0):
+                 lane: int = 0, incarnation: int | None = None):
         self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
+        self.incarnation = incarnation  # the coordinator's (None: xvendor run's agent)
         self.deaths: dict[int, str] = {}
         self.death_times: dict[int, float] = {}
         self._hb: dict[int, tuple[int, float]] = {}  # member -> (counter, silent s)
@@ -71,7 +72,7 @@ class Verdicts:
             e = self.ctl.latest_epoch()
             write_agent_dump(self.fr_dir, self.deaths,
                              {k: self.ctl.record(k) for k in range(max(0, e - 3), e + 1)},
-                             lane=self.lane)
+                             lane=self.lane, incarnation=self.incarnation)
 
     def abort_epochs_with_dead(self) -> None:
         if not self.deaths:
