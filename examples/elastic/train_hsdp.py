@@ -129,9 +129,9 @@ def batch(step: int, rank: int, seq: int = 32, group_seed: int = 0) -> torch.Ten
     g and the cross-group average is sum(g, ..., g) / k over the k groups of the epoch. That
     is g exactly, so a run with failures ends bit-identical to one without (the test's
     check that no step was lost or applied twice), when the fp32 sum and division return
-    g: always for k = 1 and k = 2 (g + g and / 2 are exact); for k = 4 only if gloo's
-    partial sum 3g is exact or its rounding is not a tie (held in every run here); for k
-    not a power of two in general not (/ 3 of 3g: ~15% of elements differ by an ulp). The
+    g: always for k = 1 and k = 2 (g + g and / 2 are exact); for k = 4 in every case
+    measured (1,000,000 random values, partial sums g, 2g, 3g, 4g as gloo's ring forms
+    them), not proven; otherwise not (k = 3: 14.6% of elements differ, k = 8: 43.6%). The
     test runs 2 groups, so its membership goes 2 -> 1 -> 2. A real job shards its data by
     replica group as well (``--data-by-group``: ``group_seed`` differs per group; then only
     the replicas' agreement with each other can be checked)."""
