@@ -1,4 +1,4 @@
-"""Recovery times of resilient process groups (gloo, 127.0.0.1), at 4, 8 and 16 ranks.
+"""Recovery times of resilient process groups (gloo, 127.0.0.1), at 4, 8, 16 and 32 ranks.
 
 For each size, in one run:
   shrink   SIGKILL one worker -> every survivor has completed its first all_reduce on the
@@ -10,7 +10,7 @@ For each size, in one run:
 and prints the ratios shrink/restart and grow/restart. Workers run ``drill.pulse``; state is
 a 1 MiB tensor (synced to every member on each change, as in training).
 
-    python bench/recovery.py [--sizes 4,8,16] [--json out.json]
+    python bench/recovery.py [--sizes 4,8,16,32] [--json out.json]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def measure(n: int, workdir: str) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="4,8,16")
+    p.add_argument("--sizes", default="4,8,16,32")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     rows = []

@@ -246,3 +246,12 @@ def test_coordinator_argument_errors():
     with pytest.raises(ValueError, match="min_replicas must be >= 1"):
         Coordinator("t", "127.0.0.1", 0, min_replicas=0)
     assert Timing().hb_timeout_s > 0
+
+
+@pytest.mark.l1
+def test_the_incarnation_is_in_every_epoch_record_and_reply(coord):
+    c = coord(incarnation=41)
+    link = Link("127.0.0.1", c.port, TOKEN, replica="a")
+    wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
+    assert link.incarnation == 41 and c.lane(0).ctl.record(0)["incarnation"] == 41
+    link.close()

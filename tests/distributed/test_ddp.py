@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from xvendor.distributed import Coordinator, StragglerPolicy, Timing, analyze
+from xvendor.distributed.recorder import groups_in
 
 pytestmark = [pytest.mark.timeout(240)]  # tiers per test: l1 here, one l2 at the end
 
@@ -203,7 +204,9 @@ def test_straggler_is_evicted_and_the_rest_train_on(coordinator, tmp_path):
     assert "declared dead" in slow["excluded"] and "straggler" in slow["excluded"], slow
     ((victim, why),) = c.deaths().items()
     assert "straggler" in why and "3 consecutive steps" in why, why
-    report = analyze(str(tmp_path / "fr"))  # the flight recorder names it, and why
+    # the flight recorder names it, and why; its dumps carry this coordinator's incarnation
+    assert groups_in(str(tmp_path / "fr")) == [(c.incarnation, 0)]
+    report = analyze(str(tmp_path / "fr"), 0, c.incarnation)
     named = {m: w for ep in report["epochs"] for m, w in ep["declared_dead"].items()}
     assert "straggler" in named.get(victim, ""), report
 
@@ -236,6 +239,10 @@ def test_coordinator_killed_and_restarted_mid_run(tmp_path):
     fin = check_finishers(rs, n=3, size=3)
     assert all(r["reconnects"] == 1 for r in fin), fin
     assert "epoch 0 = members [0, 1, 2]" in second.text(), second.text()
+    # NOTE [incarnations]: the restarted coordinator says it is another incarnation
+    first_inc, second_inc = (int(c.text().split("[incarnation ")[1].split("]")[0])
+                             for c in (first, second))
+    assert first_inc < second_inc
 
 
 N_GPU = torch.cuda.device_count() if torch.cuda.is_available() else 0

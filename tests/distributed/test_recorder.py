@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from xvendor.distributed import FlightRecorder, analyze, format_analysis
-from xvendor.distributed.recorder import lanes_in, write_agent_dump
+from xvendor.distributed.recorder import groups_in, lanes_in, write_agent_dump
 from xvendor.distributed.cli import main as cli_main
 
 pytestmark = pytest.mark.l0
 
 
 def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacity=512,
-          lane=0):
+          lane=0, incarnation=None):
     fr = FlightRecorder(capacity)
     t = torch.zeros(8)
     for _ in range(n_done):
@@ -21,7 +21,8 @@ def _rank(tmp_path, member, n_done, stuck, members=(0, 1, 2), dead=None, capacit
     if stuck:
         fr.finish(fr.start("all_reduce", [t], epoch=0, rank=member), "aborted")
     return fr.dump(str(tmp_path), member=member, epoch=0, members=list(members),
-                   reason="agent: member(s) [2] dead", dead=dead or {}, lane=lane)
+                   reason="agent: member(s) [2] dead", dead=dead or {}, lane=lane,
+                   incarnation=incarnation)
 
 
 def test_ring_buffer_keeps_the_newest_entries():
@@ -90,3 +91,27 @@ def test_fr_analyze_cli_reports_every_lane(tmp_path, capsys):
     assert [(r["lane"], r["epochs"][0]["waited_in"]["seq"]) for r in out] == [(0, 2), (1, 3)]
     assert cli_main(["fr", "analyze", str(tmp_path)]) == 0
     assert ", lane 1" in capsys.readouterr().out
+
+
+def test_coordinator_incarnations_are_kept_apart(tmp_path, capsys):
+    # A restarted coordinator numbers epochs and members from 0 again: incarnation 7 lost
+    # member 2 in epoch 0, incarnation 9 (after the restart) lost member 0 in its epoch 0.
+    # Nothing is overwritten, and each failure names its own member.
+    _rank(tmp_path, 0, 5, True, incarnation=7)
+    _rank(tmp_path, 1, 5, True, incarnation=7)
+    write_agent_dump(str(tmp_path), {2: "killed"}, {}, incarnation=7)
+    _rank(tmp_path, 1, 3, True, incarnation=9)
+    _rank(tmp_path, 2, 3, True, incarnation=9)
+    write_agent_dump(str(tmp_path), {0: "connection closed"}, {}, incarnation=9)
+    assert len(list(tmp_path.glob("fr_*.json"))) == 6
+    assert groups_in(str(tmp_path)) == [(7, 0), (9, 0)]
+    (a,) = analyze(str(tmp_path), 0, 7)["epochs"]
+    (b,) = analyze(str(tmp_path), 0, 9)["epochs"]
+    assert (a["waited_in"]["seq"], a["never_reached"], a["declared_dead"]) == \
+        (5, [2], {2: "killed"})
+    assert (b["waited_in"]["seq"], b["never_reached"], b["declared_dead"]) == \
+        (3, [0], {0: "connection closed"})
+    assert cli_main(["fr", "analyze", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "coordinator incarnation 7" in text and "coordinator incarnation 9" in text
+    assert text.index("incarnation 7") < text.index("incarnation 9")

@@ -18,6 +18,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -39,7 +40,11 @@ class Agent:
     def __init__(self, timing: Timing = Timing(), fr_dir: str | None = None,
                  host: str = "127.0.0.1", preload: tuple[str, ...] = ()):
         self.timing, self.fr_dir, self.host = timing, fr_dir, host
-        self.store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False,
+        # A TCPStore server binds every interface whatever host it is given; handed a
+        # socket bound to ``host`` (loopback by default) it listens there only.
+        self._listen = socket.create_server((host, 0))
+        self.store = dist.TCPStore(host, self._listen.getsockname()[1], is_master=True,
+                                   wait_for_workers=False, master_listen_fd=self._listen.fileno(),
                                    timeout=datetime.timedelta(seconds=60))
         self.port = self.store.port
         self._ctl = cp.Control(cp.connect(host, self.port))

@@ -46,8 +46,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_fr_analyze(args) -> int:
-    from .recorder import analyze, format_analysis, lanes_in
-    results = [analyze(args.dir, lane) for lane in lanes_in(args.dir) or [0]]
+    from .recorder import analyze, format_analysis, groups_in
+    results = [analyze(args.dir, lane, inc) for inc, lane in groups_in(args.dir) or [(None, 0)]]
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     else:

@@ -91,7 +91,13 @@ KEY_NEXT_ID = ROOT + "next_id"
 KEY_DEAD_SEQ = ROOT + "dead_seq"
 
 
-def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "") -> dist.Store:
+def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
+            token: str | None = None) -> dist.Store:
+    """A store client: the coordinator's token-guarded store when ``token`` is given
+    (``authstore``), else the agent's TCPStore (``xvendor run``, loopback)."""
+    if token:
+        from .authstore import AuthStore
+        return AuthStore(host, port, token, timeout_s, prefix=prefix)
     store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=timeout_s))
     return dist.PrefixStore(prefix, store) if prefix else store
@@ -100,8 +106,9 @@ def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "") -> 
 class Control:
     """One process's view of the control plane (a store client plus small caches)."""
 
-    def __init__(self, store: dist.Store):
+    def __init__(self, store: dist.Store, incarnation: int | None = None):
         self.store = store
+        self.incarnation = incarnation  # stamped on every epoch record this view proposes
         self._dead: dict[int, str] = {}
         self._dead_seen = 0
 
@@ -127,6 +134,8 @@ class Control:
     def propose(self, e: int, record: dict) -> dict:
         """First proposal for epoch ``e`` wins; returns the winning record."""
         record = dict(record, epoch=e)
+        if self.incarnation is not None:
+            record["incarnation"] = self.incarnation
         won = self.store.compare_set(key_epoch(e), "", json.dumps(record)).decode()
         if e > self.latest_hint():  # a hint only: readers probe forward from it
             self.store.set(KEY_LATEST, str(e))

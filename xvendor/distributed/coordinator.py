@@ -34,7 +34,6 @@ loops without the guard must call ``rg.reconnect()`` themselves.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import selectors
 import socket
@@ -43,8 +42,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import torch.distributed as dist
 
+from . import authstore
 from . import control as cp
 from . import wire
 from .control import Timing
@@ -85,6 +84,7 @@ class _Conn:
     member: int | None = None
     bye: bool = False
     peer: str = ""
+    since: float = field(default_factory=time.monotonic)
 
 
 class Coordinator:
@@ -92,7 +92,7 @@ class Coordinator:
                  store_port: int | None = None, min_replicas: int = 1,
                  join_timeout_s: float = 60.0, timing: Timing = Timing(),
                  straggler: StragglerPolicy = StragglerPolicy(), fr_dir: str | None = None,
-                 log=None):
+                 log=None, incarnation: int | None = None):
         if not token:
             raise ValueError("token must be a non-empty string (XVENDOR_TOKEN or --token-file)")
         if min_replicas < 1:
@@ -101,17 +101,28 @@ class Coordinator:
         self.version, self.token, self.timing = __version__, token, timing
         self.min_replicas, self.join_timeout_s = min_replicas, join_timeout_s
         self.straggler, self.fr_dir = straggler, fr_dir
-        self._log = log or (lambda msg: print(f"xvendor coordinator: {msg}", file=sys.stderr,
-                                              flush=True))
-        self._front = socket.create_server((host, port), reuse_port=False)
+        # NOTE [incarnations]: a restarted coordinator knows nothing of the old one and
+        # numbers epochs and members from 0 again. Its incarnation (default: its start time
+        # in ms, increasing across restarts while the clock does not step back) is in every
+        # epoch record, flight-recorder dump name and log line, so two failures in two
+        # incarnations are never merged (``xvendor fr analyze`` keeps them apart).
+        self.incarnation = int(time.time() * 1000) if incarnation is None else int(incarnation)
+        if self.incarnation < 0:
+            raise ValueError(f"incarnation must be >= 0, got {incarnation}")
+        inc = self.incarnation
+        self._log = log or (lambda msg: print(f"xvendor coordinator [incarnation {inc}]: {msg}",
+                                              file=sys.stderr, flush=True))
+        self._front = socket.create_server((host, port), reuse_port=False, backlog=1024)
         self._front.setblocking(False)
         self.port = self._front.getsockname()[1]
         sp = store_port if store_port is not None else (self.port + 1 if port else 0)
-        self.store = dist.TCPStore(host, sp, is_master=True, wait_for_workers=False,
-                                   timeout=datetime.timedelta(seconds=60))
+        # NOTE [the store behind the token]: not a TCPStore (no authentication, and its
+        # server binds every interface whatever host it is given): ``authstore`` binds
+        # ``host`` and serves only connections that prove they hold the token.
+        self._kv = authstore.KV()
+        self.store = authstore.StoreServer(token, host, sp, self._kv)
         self.store_port = self.store.port
-        self._client = cp.connect("127.0.0.1" if host in ("0.0.0.0", "") else host,
-                                  self.store_port)
+        self._client = authstore.LocalStore(self._kv)
         self.lanes: dict[int, _Lane] = {}
         # several lanes per replica group: arrivals by (replica, restart) -> {lane: member}
         self.groups: dict[tuple[str, int], dict[int, int]] = {}
@@ -128,8 +139,9 @@ class Coordinator:
     def lane(self, r: int) -> _Lane:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
-            ctl = cp.Control(dist.PrefixStore(prefix, self._client))
-            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r))
+            ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
+            self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
+                                                           incarnation=self.incarnation))
         return self.lanes[r]
 
     def deaths(self, lane: int = 0) -> dict[int, str]:
@@ -146,13 +158,16 @@ class Coordinator:
                 for key, _ in self._sel.select(timeout=tick):
                     try:
                         if key.fileobj is self._front:
-                            self._accept()
+                            for _ in range(256):  # a burst is accepted in one pass
+                                if not self._accept():
+                                    break
                         else:
                             self._readable(key.fileobj)
                     except Exception as e:  # one bad connection must not stop the job
                         self._log(f"connection error: {e!r}")
                         self._forget(key.fileobj)
                 now = time.monotonic()
+                self._drop_silent(now)
                 self._form_epoch0_of_groups(now)
                 for lane in list(self.lanes.values()):
                     self._form_epoch0(lane, now)
@@ -167,21 +182,33 @@ class Coordinator:
             if self._closed:
                 self._release()
 
-    def _accept(self) -> None:
+    def _drop_silent(self, now: float) -> None:
+        """A connection that has not passed the handshake within ``HANDSHAKE_S`` is closed:
+        a client that connects and sends nothing holds nothing for long."""
+        for sock, c in list(self._conns.items()):
+            if c.member is None and now - c.since > authstore.HANDSHAKE_S:
+                self._forget(sock)
+
+    def _accept(self) -> bool:
+        """Accept one pending connection; False when none is pending."""
         try:
             sock, addr = self._front.accept()
-        except BlockingIOError:
-            return
+        except OSError:  # nothing pending, or out of descriptors: try again next tick
+            return False
+        if len(self._conns) >= authstore.MAX_CONNS:
+            sock.close()
+            return True
         sock.setblocking(True)
         c = _Conn(nonce=wire.new_nonce(), peer=f"{addr[0]}:{addr[1]}")
         try:
             wire.send(sock, {"coordinator": wire.PROTO, "nonce": c.nonce})
         except OSError:
             sock.close()
-            return
+            return True
         sock.setblocking(False)
         self._conns[sock] = c
         self._sel.register(sock, selectors.EVENT_READ)
+        return True
 
     def _readable(self, sock: socket.socket) -> None:
         c = self._conns[sock]
@@ -264,7 +291,7 @@ class Coordinator:
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
                          "prefix": lane.prefix, "job_prefix": wire.job_prefix(self.token, None),
-                         "timing": self.timing.as_dict()})
+                         "timing": self.timing.as_dict(), "incarnation": self.incarnation})
         sock.setblocking(False)
         self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
                   f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})")
@@ -341,10 +368,12 @@ class Coordinator:
             s.close()
         self._conns.clear()
         self._front.close()
+        self.store.close()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="0.0.0.0", help="address to bind (default: all)")
+    p.add_argument("--host", default="0.0.0.0",
+                   help="address both ports bind (default: all interfaces)")
     p.add_argument("--port", type=int, required=True,
                    help="the front port workers connect to (XVENDOR_COORDINATOR=host:port)")
     p.add_argument("--store-port", type=int, default=None,
@@ -365,6 +394,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--straggler-min-s", type=float, default=0.1,
                    help="... and by at least this many seconds over the median")
     p.add_argument("--fr-dir", default=None, help="where to write the coordinator's dump")
+    p.add_argument("--incarnation", type=int, default=None,
+                   help="this run's incarnation number, in every epoch record, dump name and "
+                        "log line (default: the start time in ms, increasing across restarts)")
 
 
 def read_token(token_file: str | None) -> str:
@@ -394,12 +426,13 @@ def run(args) -> int:
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
                         args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
                         StragglerPolicy(args.straggler_factor, args.straggler_steps,
-                                        args.straggler_min_s), args.fr_dir)
+                                        args.straggler_min_s), args.fr_dir,
+                        incarnation=args.incarnation)
     except (ValueError, OSError) as e:
         print(f"xvendor coordinator: {e}", file=sys.stderr)
         return 2
-    print(f"xvendor coordinator: listening on {args.host}:{c.port} (store {c.store_port}), "
-          f"min replicas {args.min_replicas}", file=sys.stderr, flush=True)
+    print(f"xvendor coordinator [incarnation {c.incarnation}]: listening on {args.host}:{c.port} "
+          f"(store {c.store_port}), min replicas {args.min_replicas}", file=sys.stderr, flush=True)
     try:
         c.serve()
     except KeyboardInterrupt:

@@ -66,6 +66,7 @@ class Link:
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], Timing(**reply["timing"])
         self.job_prefix = reply["job_prefix"]  # keys shared by every lane (lanes.py)
+        self.incarnation = reply.get("incarnation")  # the coordinator's (NOTE [incarnations])
         self.fingerprint = fingerprint
 
     def reopen(self) -> "Link":
@@ -137,13 +138,15 @@ def link_from_env(model=None) -> Link:
 def job_control(link: Link):
     """A control-plane client on the keys every lane of the job shares."""
     from . import control as cp
-    return cp.Control(cp.connect(link.host, link.store_port, prefix=link.job_prefix))
+    return cp.Control(cp.connect(link.host, link.store_port, prefix=link.job_prefix,
+                                 token=link.args["token"]))
 
 
 def join(cls, link: Link, **kw):
     """Found epoch 0 if the coordinator listed this member in it, else queue as a newcomer."""
     from . import control as cp
-    ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix))
+    ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix,
+                                token=link.args["token"]))
     t0 = time.monotonic()
     while (rec := ctl.record(0)) is None:
         if time.monotonic() - t0 > link.timing.join_timeout_s:

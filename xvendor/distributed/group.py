@@ -79,7 +79,7 @@ class ResilientGroup:
         self.store_prefix, self.link = store_prefix, link  # link: the coordinator connection
         self.get_state, self.set_state, self.fr_dir, self.backend = get_state, set_state, fr_dir, backend
         self.device = torch.device(device)
-        self.ctl = cp.Control(self._connect())
+        self.ctl = cp.Control(self._connect(), link.incarnation if link is not None else None)
         self.plane = dataplane.Plane(backend, self.ctl.store, timing.op_timeout_s, member,
                                      strategy, connect=self._connect)
         self.strategy, self.strategy_why = self.plane.strategy, self.plane.why
@@ -96,7 +96,8 @@ class ResilientGroup:
         self._heartbeat = cp.Heartbeat(self._connect(), member, timing.hb_interval_s)
 
     def _connect(self):
-        return cp.connect(self.host, self.port, prefix=self.store_prefix)
+        token = self.link.args["token"] if self.link is not None else None
+        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token)
 
     @property
     def step(self) -> StepCount:
@@ -144,7 +145,9 @@ class ResilientGroup:
     def newcomer(cls, host, port, member: int | None = None, **kw) -> "ResilientGroup":
         """Queue for admission; return once admitted, with state received."""
         if member is None:
-            member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""))).new_id()
+            link = kw.get("link")
+            member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""),
+                                           token=link and link.args["token"])).new_id()
         self = cls(host, port, member, has_state=False, **kw)
         self._queue(time.monotonic())
         return self
@@ -327,7 +330,7 @@ class ResilientGroup:
         why = reason or self.ctl.get(cp.key_abort(e)) or "unknown"
         self.stats["dumps"].append(self.recorder.dump(
             self.fr_dir, member=self.member, epoch=e, members=members, reason=why,
-            dead=self.ctl.dead(), lane=self.lane))
+            dead=self.ctl.dead(), lane=self.lane, incarnation=self.ctl.incarnation))
 
     @property
     def lane(self) -> int:

@@ -8,6 +8,10 @@ flag reaches all of them); the agent writes ``fr_agent.json`` with its death not
 With several lanes (HSDP, ``lanes``) member ids and epochs are per lane, so lane ``L`` > 0
 writes ``fr_l<L>_e<epoch>_m<id>.json`` and ``fr_agent_l<L>.json`` (lane 0 keeps the plain
 names) and each lane is analyzed on its own (``analyze(directory, lane)``, ``lanes_in``).
+Under a ``Coordinator`` every name also carries its incarnation (``fr_i<N>_...``,
+``fr_agent_i<N>...``): a restarted coordinator numbers epochs and members from 0 again, so
+without it a second failure's dumps would overwrite the first's and the analysis would
+merge two failures into one epoch. Each (incarnation, lane) is analyzed on its own.
 
 The analysis, per epoch that ended in a failure: the collective the survivors were waiting
 in (the newest seq any dumping rank started and did not complete) and the members that never
@@ -49,12 +53,15 @@ class FlightRecorder:
         return [dict(e) for e in self._ring]
 
     def dump(self, directory: str, *, member: int, epoch: int, members: list[int],
-             reason: str, dead: dict[int, str], lane: int = 0) -> str:
+             reason: str, dead: dict[int, str], lane: int = 0,
+             incarnation: int | None = None) -> str:
         os.makedirs(directory, exist_ok=True)
         doc = {"member": member, "pid": os.getpid(), "epoch": epoch, "members": members,
                "reason": reason, "dead": {str(k): v for k, v in dead.items()},
-               "lane": lane, "time": time.time(), "entries": self.entries()}
-        path = os.path.join(directory, f"{_lane_prefix(lane)}e{epoch}_m{member}.json")
+               "lane": lane, "incarnation": incarnation, "time": time.time(),
+               "entries": self.entries()}
+        path = os.path.join(directory,
+                            f"{_lane_prefix(lane, incarnation)}e{epoch}_m{member}.json")
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f)
@@ -62,40 +69,54 @@ class FlightRecorder:
         return path
 
 
-def _lane_prefix(lane: int) -> str:
-    return "fr_" if lane == 0 else f"fr_l{lane}_"
+def _tags(lane: int, incarnation: int | None) -> str:
+    return (f"i{incarnation}_" if incarnation is not None else "") + \
+        (f"l{lane}_" if lane else "")
 
 
-def _agent_name(lane: int) -> str:
-    return "fr_agent.json" if lane == 0 else f"fr_agent_l{lane}.json"
+def _lane_prefix(lane: int, incarnation: int | None = None) -> str:
+    return f"fr_{_tags(lane, incarnation)}"
+
+
+def _agent_name(lane: int, incarnation: int | None = None) -> str:
+    return f"fr_agent_{_tags(lane, incarnation)}".rstrip("_") + ".json"
 
 
 def write_agent_dump(directory: str, deaths: dict[int, str], epochs: dict[int, dict],
-                     lane: int = 0) -> None:
+                     lane: int = 0, incarnation: int | None = None) -> None:
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, _agent_name(lane))
+    path = os.path.join(directory, _agent_name(lane, incarnation))
     with open(path + ".tmp", "w") as f:
-        json.dump({"dead": {str(k): v for k, v in deaths.items()},
+        json.dump({"dead": {str(k): v for k, v in deaths.items()}, "incarnation": incarnation,
                    "epochs": {str(k): v for k, v in epochs.items()}}, f)
     os.replace(path + ".tmp", path)
 
 
+_NAME = re.compile(r"fr_(?:agent_?)?(?:i(\d+)_?)?(?:l(\d+)_?)?(?:e\d+_m\d+)?\.json")
+
+
+def groups_in(directory: str) -> list[tuple[int | None, int]]:
+    """The (incarnation, lane) pairs that left dumps in ``directory`` (incarnation None:
+    ``xvendor run``'s agent, which is never restarted), oldest incarnation first."""
+    found = set()
+    for p in glob.glob(os.path.join(directory, "fr_*.json")):
+        m = _NAME.fullmatch(os.path.basename(p))
+        if m:
+            found.add((int(m.group(1)) if m.group(1) else None, int(m.group(2) or 0)))
+    return sorted(found, key=lambda g: (-1 if g[0] is None else g[0], g[1]))
+
+
 def lanes_in(directory: str) -> list[int]:
     """The lanes that left dumps in ``directory`` (0 for the plain names)."""
-    lanes = set()
-    for p in glob.glob(os.path.join(directory, "fr_*.json")):
-        m = re.fullmatch(r"fr_(?:l(\d+)_e\d+_m\d+|e\d+_m\d+|agent(?:_l(\d+))?)\.json",
-                         os.path.basename(p))
-        if m:
-            lanes.add(int(m.group(1) or m.group(2) or 0))
-    return sorted(lanes)
+    return sorted({lane for _, lane in groups_in(directory)})
 
 
-def analyze(directory: str, lane: int = 0) -> dict:
-    """Per failed epoch of ``lane``: what the survivors waited in and who never reached it."""
-    dumps = [json.load(open(p)) for p in sorted(glob.glob(
-        os.path.join(directory, f"{_lane_prefix(lane)}e*_m*.json")))]
-    agent_path = os.path.join(directory, _agent_name(lane))
+def analyze(directory: str, lane: int = 0, incarnation: int | None = None) -> dict:
+    """Per failed epoch of ``lane`` under coordinator ``incarnation``: what the survivors
+    waited in and who never reached it."""
+    pattern = f"{_lane_prefix(lane, incarnation)}e*_m*.json"
+    dumps = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(directory, pattern)))]
+    agent_path = os.path.join(directory, _agent_name(lane, incarnation))
     agent = json.load(open(agent_path)) if os.path.exists(agent_path) else {"dead": {}}
     dead: dict[str, str] = dict(agent.get("dead", {}))
     for d in dumps:
@@ -123,11 +144,14 @@ def analyze(directory: str, lane: int = 0) -> dict:
             "never_reached": never, "no_dump": sorted(missing),
             "declared_dead": {m: dead[str(m)] for m in members if str(m) in dead},
         })
-    return {"directory": directory, "lane": lane, "epochs": epochs, "dead": dead}
+    return {"directory": directory, "lane": lane, "incarnation": incarnation,
+            "epochs": epochs, "dead": dead}
 
 
 def format_analysis(result: dict) -> str:
     lines = [f"flight recorder dumps in {result['directory']}"
+             + (f", coordinator incarnation {result['incarnation']}"
+                if result.get("incarnation") is not None else "")
              + (f", lane {result['lane']}" if result.get("lane") else "")]
     if not result["epochs"]:
         lines.append("  no dumps: no failure was recorded")

@@ -130,8 +130,10 @@ class ResilientProcessGroup(dist.ProcessGroup):
                 except EpochAborted as e:
                     self._latch(str(e))
                     self._recorder.finish(entry, "aborted")
-                except RuntimeError as e:  # gloo: connection closed/reset by a dead peer
-                    self._latch(f"{op} failed: {str(e)[:200]}")
+                except Exception as e:  # gloo: connection closed/reset by a dead peer;
+                    # anything else latched too: were this thread to die, every later
+                    # future would stay pending and DDP would wait in backward for ever
+                    self._latch(f"{op} failed: {type(e).__name__}: {str(e)[:200]}")
                     self._recorder.finish(entry, "failed")
             else:
                 self._recorder.finish(entry, "aborted")

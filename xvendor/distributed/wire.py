@@ -12,10 +12,11 @@
 The connection stays open for the life of the worker: the kernel closes it when the process
 dies (kill -9 included), which the coordinator sees at once, with no heartbeat to wait out.
 
-The control-plane keys live under ``prefix``, derived from the token: a process without the
-token neither passes the handshake nor knows where the job's keys are. (The TCPStore itself
-has no authentication; this keeps strays and other jobs out, it is not a defence against an
-attacker on the network.)
+The control-plane keys live under ``prefix``, derived from the token; the store itself
+(``authstore``) serves only connections that prove the token the same way (nonce + HMAC).
+Neither link is encrypted or authenticated per message after the proof: this keeps strays,
+other jobs and anyone without the token out; it is no defence against someone who can read
+and inject packets on the path.
 """
 
 from __future__ import annotations

@@ -1,0 +1,370 @@
+"""The coordinator's control-plane store, behind the job's token.
+
+torch's ``TCPStore`` has no authentication, and its server listens on every interface
+whatever host it is given: anyone who reached the port could read and rewrite membership,
+verdicts and hand-off keys. This store speaks the c10d ``Store`` API to its callers (gloo's
+rendezvous included: ``AuthStore`` is a ``torch.distributed.Store`` subclass) and a small
+binary protocol on the wire, where every connection must first prove it holds the token:
+
+1. server -> client  ``b"XVS1"`` + a 16-byte random nonce
+2. client -> server  HMAC-SHA256(token, ``b"xvendor-store:"`` + nonce)  (32 bytes)
+3. then frames both ways: a 4-byte big-endian length, then an op byte and length-prefixed
+   fields (requests), or a status byte and fields (replies).
+
+A wrong proof, a frame longer than ``MAX_FRAME``, an unknown op or malformed fields close
+that connection and change nothing; so does silence before the proof for ``HANDSHAKE_S``.
+At most ``MAX_CONNS`` connections are held; more are closed on accept. The token never
+crosses the wire and is never logged.
+
+Waiting reads (``get`` of a missing key, ``wait``) poll on the client, so the server keeps
+no waiters and answers every request at once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import secrets
+import selectors
+import socket
+import struct
+import threading
+import time
+
+import torch.distributed as dist
+
+MAGIC = b"XVS1"
+MAX_FRAME = 4 << 20        # control-plane values are small (gloo addresses < 1 KiB)
+MAX_CONNS = 4096
+HANDSHAKE_S = 5.0
+_LEN = struct.Struct(">I")
+
+SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET = range(1, 10)
+OK, MISSING = 0, 1
+
+
+def proof(token: str, nonce: bytes) -> bytes:
+    return hmac.new(token.encode(), b"xvendor-store:" + nonce, hashlib.sha256).digest()
+
+
+def _pack(head: int, fields: list[bytes]) -> bytes:
+    body = bytes([head]) + b"".join(_LEN.pack(len(f)) + f for f in fields)
+    return _LEN.pack(len(body)) + body
+
+
+def _unpack(body: bytes) -> tuple[int, list[bytes]]:
+    if not body:
+        raise ValueError("empty frame")
+    head, fields, i = body[0], [], 1
+    while i < len(body):
+        if i + 4 > len(body):
+            raise ValueError("truncated field length")
+        (n,) = _LEN.unpack_from(body, i)
+        if i + 4 + n > len(body):
+            raise ValueError("field runs past the frame")
+        fields.append(body[i + 4:i + 4 + n])
+        i += 4 + n
+    return head, fields
+
+
+def _b(v) -> bytes:
+    return v if isinstance(v, bytes) else bytes(v) if isinstance(v, (bytearray, list)) \
+        else str(v).encode()
+
+
+class KV:
+    """The key-value map and its operations, shared by the server thread and local users."""
+
+    def __init__(self):
+        self._d: dict[bytes, bytes] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, op: int, f: list[bytes]) -> tuple[int, list[bytes]]:
+        with self._lock:
+            d = self._d
+            if op == SET and len(f) == 2:
+                d[f[0]] = f[1]
+                return OK, []
+            if op == MSET and len(f) % 2 == 0:
+                d.update(zip(f[0::2], f[1::2]))
+                return OK, []
+            if op == GET and len(f) == 1:
+                return (OK, [d[f[0]]]) if f[0] in d else (MISSING, [])
+            if op == ADD and len(f) == 2:
+                v = int(d.get(f[0], b"0")) + int(f[1])
+                d[f[0]] = str(v).encode()
+                return OK, [d[f[0]]]
+            if op == CAS and len(f) == 3:
+                cur = d.get(f[0])
+                if (cur is None and f[1] == b"") or (cur is not None and cur == f[1]):
+                    d[f[0]] = f[2]
+                    return OK, [f[2]]
+                return OK, [f[1] if cur is None else cur]
+            if op == CHECK:
+                return OK, [b"1" if all(k in d for k in f) else b"0"]
+            if op == MGET:
+                return (OK, [d[k] for k in f]) if all(k in d for k in f) else (MISSING, [])
+            if op == DEL and len(f) == 1:
+                return OK, [b"1" if d.pop(f[0], None) is not None else b"0"]
+            if op == NUM and not f:
+                return OK, [str(len(d)).encode()]
+        raise ValueError(f"malformed request: op {op} with {len(f)} fields")
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class _Peer:
+    __slots__ = ("nonce", "authed", "buf", "out", "since")
+
+    def __init__(self, nonce: bytes):
+        self.nonce, self.authed, self.buf, self.out = nonce, False, b"", b""
+        self.since = time.monotonic()
+
+
+class StoreServer:
+    """Serves a ``KV`` on ``(host, port)`` to token holders, on a daemon thread."""
+
+    def __init__(self, token: str, host: str, port: int = 0, kv: KV | None = None):
+        if not token:
+            raise ValueError("token must be a non-empty string")
+        self._token, self.kv = token, kv if kv is not None else KV()
+        self._listen = socket.create_server((host, port), backlog=1024)
+        self._listen.setblocking(False)
+        self.host, self.port = host, self._listen.getsockname()[1]
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listen, selectors.EVENT_READ)
+        self._peers: dict[socket.socket, _Peer] = {}
+        self.refused = 0  # connections closed for a failed proof or a protocol error
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, name="xv-store", daemon=True)
+        self._thread.start()
+
+    @property
+    def connections(self) -> int:
+        return len(self._peers)
+
+    def _serve(self) -> None:
+        while not self._stop:
+            for key, mask in self._sel.select(timeout=0.5):
+                if key.fileobj is self._listen:
+                    self._accept()
+                elif mask & selectors.EVENT_READ:
+                    self._read(key.fileobj)
+                if mask & selectors.EVENT_WRITE and key.fileobj in self._peers:
+                    self._flush(key.fileobj)
+            now = time.monotonic()
+            for s, p in list(self._peers.items()):  # a client that never proves itself
+                if not p.authed and now - p.since > HANDSHAKE_S:
+                    self._close(s, refused=True)
+
+    def _accept(self) -> None:
+        while True:  # drain the backlog: a burst of connections is served in one pass
+            try:
+                s, _ = self._listen.accept()
+            except OSError:  # none pending, or out of descriptors: next pass
+                return
+            self._admit(s)
+
+    def _admit(self, s: socket.socket) -> None:
+        if len(self._peers) >= MAX_CONNS:
+            s.close()
+            self.refused += 1
+            return
+        s.setblocking(False)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        p = _Peer(secrets.token_bytes(16))
+        self._peers[s] = p
+        self._sel.register(s, selectors.EVENT_READ)
+        self._send(s, p, MAGIC + p.nonce)
+
+    def _read(self, s: socket.socket) -> None:
+        p = self._peers.get(s)
+        if p is None:
+            return
+        try:
+            data = s.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close(s)
+            return
+        p.buf += data
+        try:
+            self._process(s, p)
+        except (ValueError, struct.error):
+            self._close(s, refused=True)
+
+    def _process(self, s: socket.socket, p: _Peer) -> None:
+        if not p.authed:
+            if len(p.buf) < 32:
+                return
+            if not hmac.compare_digest(p.buf[:32], proof(self._token, p.nonce)):
+                raise ValueError("wrong proof")
+            p.authed, p.buf = True, p.buf[32:]
+        while len(p.buf) >= 4:
+            (n,) = _LEN.unpack_from(p.buf)
+            if n > MAX_FRAME:
+                raise ValueError(f"frame of {n} bytes")
+            if len(p.buf) < 4 + n:
+                return
+            body, p.buf = p.buf[4:4 + n], p.buf[4 + n:]
+            status, fields = self.kv.apply(*_unpack(body))
+            self._send(s, p, _pack(status, fields))
+
+    def _send(self, s: socket.socket, p: _Peer, data: bytes) -> None:
+        p.out += data
+        self._flush(s)
+
+    def _flush(self, s: socket.socket) -> None:
+        p = self._peers.get(s)
+        if p is None:  # closed meanwhile
+            return
+        try:
+            sent = s.send(p.out) if p.out else 0
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._close(s)
+            return
+        p.out = p.out[sent:]
+        self._sel.modify(s, selectors.EVENT_READ | (selectors.EVENT_WRITE if p.out else 0))
+
+    def _close(self, s: socket.socket, refused: bool = False) -> None:
+        self.refused += refused
+        self._peers.pop(s, None)
+        try:
+            self._sel.unregister(s)
+        except (KeyError, ValueError):
+            pass
+        s.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(2)
+        for s in list(self._peers):
+            self._close(s)
+        self._listen.close()
+
+
+class _Client:
+    """One authenticated connection (one per thread: a blocked caller never holds up
+    another thread's requests)."""
+
+    def __init__(self, host: str, port: int, token: str, timeout_s: float):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        greet = self._exactly(len(MAGIC) + 16)
+        if greet[:4] != MAGIC:
+            raise ConnectionError(f"{host}:{port} is not an xvendor store")
+        self.sock.sendall(proof(token, greet[4:]))
+
+    def _exactly(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the store closed the connection (wrong token, or "
+                                      "the coordinator is gone)")
+            buf += chunk
+        return buf
+
+    def call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+        self.sock.sendall(_pack(op, fields))
+        (n,) = _LEN.unpack(self._exactly(4))
+        return _unpack(self._exactly(n))
+
+
+class AuthStore(dist.Store):
+    """A ``torch.distributed.Store`` client of a ``StoreServer``, usable by gloo's
+    rendezvous (under a ``PrefixStore`` too).
+
+    ``prefix`` puts every key under ``prefix/`` as ``PrefixStore`` would: c10d's
+    ``PrefixStore`` cannot wrap a Python store for ``check`` (torch 2.15's Python store
+    trampoline has no ``check``: "pure virtual function"), which the control plane uses."""
+
+    def __init__(self, host: str, port: int, token: str, timeout_s: float = 60.0,
+                 prefix: str = ""):
+        super().__init__()
+        self._addr, self._token, self._timeout_s = (host, port), token, timeout_s
+        self._pre = f"{prefix}/".encode() if prefix else b""
+        self._local = threading.local()
+        self._call(NUM, [])  # connect now: a wrong address or token fails here, not later
+
+    def _k(self, key) -> bytes:
+        return self._pre + _b(key)
+
+    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+        c = getattr(self._local, "client", None)
+        try:
+            if c is None:
+                c = self._local.client = _Client(*self._addr, self._token, self._timeout_s)
+            return c.call(op, fields)
+        except (OSError, ValueError) as e:
+            self._local.client = None
+            if c is not None:
+                c.sock.close()
+            # a RuntimeError, as TCPStore raises: callers treat a lost store alike
+            raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
+
+    def _poll(self, op: int, fields: list[bytes], timeout=None) -> list[bytes]:
+        limit = self._timeout_s if timeout is None else (
+            timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout)
+        end, pause = time.monotonic() + limit, 0.0005
+        while True:
+            status, out = self._call(op, fields)
+            if status == OK:
+                return out
+            if time.monotonic() > end:
+                raise dist.DistStoreError(f"wait timeout after {limit} s, keys: "
+                                          f"{[f.decode(errors='replace') for f in fields]}")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
+    def set(self, key, value) -> None:
+        self._call(SET, [self._k(key), _b(value)])
+
+    def multi_set(self, keys, values) -> None:
+        self._call(MSET, [x for k, v in zip(keys, values) for x in (self._k(k), _b(v))])
+
+    def get(self, key) -> bytes:
+        return self._poll(GET, [self._k(key)])[0]
+
+    def multi_get(self, keys) -> list[bytes]:
+        return self._poll(MGET, [self._k(k) for k in keys])
+
+    def wait(self, keys, timeout=None) -> None:
+        self._poll(MGET, [self._k(k) for k in keys], timeout)
+
+    def add(self, key, amount) -> int:
+        return int(self._call(ADD, [self._k(key), str(int(amount)).encode()])[1][0])
+
+    def compare_set(self, key, expected, desired) -> bytes:
+        return self._call(CAS, [self._k(key), _b(expected), _b(desired)])[1][0]
+
+    def check(self, keys) -> bool:
+        return self._call(CHECK, [self._k(k) for k in keys])[1][0] == b"1"
+
+    def delete_key(self, key) -> bool:
+        return self._call(DEL, [self._k(key)])[1][0] == b"1"
+
+    def num_keys(self) -> int:
+        return int(self._call(NUM, [])[1][0])
+
+
+class LocalStore(AuthStore):
+    """The coordinator's own view of its ``KV``: the same API, no socket."""
+
+    def __init__(self, kv: KV, timeout_s: float = 60.0, prefix: str = ""):
+        dist.Store.__init__(self)
+        self._kv, self._timeout_s, self._addr = kv, timeout_s, ("local", 0)
+        self._pre = f"{prefix}/".encode() if prefix else b""
+
+    def prefixed(self, prefix: str) -> "LocalStore":
+        return LocalStore(self._kv, self._timeout_s, prefix)
+
+    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+        return self._kv.apply(op, fields)
