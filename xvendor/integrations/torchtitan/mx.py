@@ -124,16 +124,16 @@ class XvendorMXFP8Converter(ModelConfigConverter):
         self.converted: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
 
-    def _wanted(self, fqn: str) -> bool:
-        if any(s in fqn for s in self.config.skip):
-            return False
-        return not self.config.fqns or any(f in fqn for f in self.config.fqns)
-
     def convert(self, model_config):
         for fqn, cfg, parent, attr in list(model_config.traverse(Linear.Config)):
-            if parent is None or type(cfg) is not Linear.Config or not self._wanted(fqn):
+            if parent is None or type(cfg) is not Linear.Config:
                 continue
-            why = _linear_problem(cfg)
+            if self.config.fqns and not any(f in fqn for f in self.config.fqns):
+                continue  # not asked for
+            excluded = [s for s in self.config.skip if s in fqn]
+            why = (f"excluded by skip={excluded} (a router's top-k stays in high precision: "
+                   "rounding would send tokens to other experts)" if excluded
+                   else _linear_problem(cfg))
             if why:
                 self.skipped[fqn] = why
                 continue
