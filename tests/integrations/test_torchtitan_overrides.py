@@ -12,7 +12,7 @@ import torch
 
 pytestmark = pytest.mark.l1
 
-import torchtitan.config.override as tt_override  # noqa: E402 (the titan extra, in dev)
+from torchtitan.config.override import OverrideConfig, apply_overrides  # the titan extra (dev)
 from torchtitan.models.common.linear import Linear  # noqa: E402
 from torchtitan.models.common.moe import GroupedExperts, TokenChoiceTopKRouter  # noqa: E402
 from torchtitan.models.common.nn_modules import RMSNorm  # noqa: E402
@@ -25,8 +25,7 @@ PKG = "xvendor.integrations.torchtitan.overrides"
 
 
 def _apply(config, *names):
-    return tt_override.apply_overrides(
-        tt_override.OverrideConfig(imports=[f"{PKG}.{n}" for n in names]), config)
+    return apply_overrides(OverrideConfig(imports=[f"{PKG}.{n}" for n in names]), config)
 
 
 def _types(model_cfg, cls):

@@ -4,9 +4,15 @@ with xvendor's ops (``--override.imports ...xvendor_ops``) vs with xvendor's MXF
 All runs happen once, one after the other, in a module-scoped fixture, and share
 ``--debug.deterministic --debug.seed 42``, seq_len 128, local batch 2, 3 steps:
 
-- deepseek_v3 debugmodel, 2 processes, FSDP2 + expert parallel 2: stock, xvendor ops, MXFP8;
-- qwen3 ``qwen3_moe_debug``, 1 process: stock, xvendor ops;
-- llama3 debugmodel, 1 process, xvendor ops (no MoE: the norms only, and the message).
+- deepseek_v3 debugmodel, 2 processes, FSDP2 + expert parallel 2: stock, xvendor ops, MXFP8.
+
+That one model exercises every override (grouped experts, RMSNorm, router) and the
+converter under FSDP2 and EP; each run costs ~40-65 s here (two cold interpreters importing
+torch + torchtitan), so the other models are checked in-process instead
+(``test_torchtitan_overrides.py``: llama3's no-MoE message, qwen3's conversion, the router
+bit for bit). Measured but not run as tests (too slow for the test budget here: qwen3
+``qwen3_moe_debug`` takes ~100 s per run on this machine, its MXFP8 run > 300 s; llama3
+1 and 2 processes): docs/torchtitan.md.
 
 Tolerances (ours vs stock). On this CPU the xvendor ops dispatch to torch's own kernels, but
 the backward formulas are xvendor's (grouped_mm's gradients are grouped_mm calls,
@@ -38,17 +44,12 @@ COMMON = ["--training.steps", "3", "--training.seq_len", "128", "--training.loca
 OPS = ["--override.imports", "xvendor.integrations.torchtitan.overrides.xvendor_ops"]
 DEEPSEEK = ["--module", "deepseek_v3", "--config", "deepseek_v3_debugmodel",
             "--parallelism.expert_parallel_degree", "2"]
-QWEN3 = ["--module", "qwen3", "--config", "qwen3_moe_debug"]
-LLAMA3 = ["--module", "llama3", "--config", "llama3_debugmodel"]
 RUNS = {  # name: (argv, processes)
     "deepseek_stock": (DEEPSEEK + COMMON, 2),
     "deepseek_ours": (DEEPSEEK + COMMON + OPS, 2),
     "deepseek_mx": (["--module", "xvendor.integrations.torchtitan", "--config",
                      "deepseek_v3_debugmodel_mxfp8", "--parallelism.expert_parallel_degree", "2"]
                     + COMMON, 2),
-    "qwen3_stock": (QWEN3 + COMMON, 1),
-    "qwen3_ours": (QWEN3 + COMMON + OPS, 1),
-    "llama3_ours": (LLAMA3 + COMMON + OPS, 1),
 }
 
 
@@ -77,11 +78,10 @@ def _assert_tracks(ours: list[float], stock: list[float]) -> None:
         assert abs(ours[i] - stock[i]) <= 2 ** -8 * moved + bound, (i, ours, stock)
 
 
-@pytest.mark.parametrize("model, name", [("DeepSeekV3Model", "deepseek"), ("Qwen3Model", "qwen3")])
-def test_moe_model_with_xvendor_ops_matches_stock(runs, model, name):
-    ours, stock = runs[f"{name}_ours"], runs[f"{name}_stock"]
+def test_deepseek_with_xvendor_ops_matches_stock(runs):
+    ours, stock = runs["deepseek_ours"], runs["deepseek_stock"]
     _assert_tracks(ours.losses, stock.losses)
-    swapped = _swapped(ours.log, model)
+    swapped = _swapped(ours.log, "DeepSeekV3Model")
     assert swapped["grouped_mm"] > 0 and swapped["topk"] > 0 and swapped["rms_norm"] > 0
     steps = len(ours.steps)
     for rank_calls in ours.calls:  # every rank ran every op, for every swapped module
@@ -95,13 +95,6 @@ def test_deepseek_runs_fsdp2_with_expert_parallel(runs):
     log = runs["deepseek_ours"].log
     assert "ep=2" in log and "Applied FSDP to the model" in log
     assert len(runs["deepseek_ours"].calls) == 2
-
-
-def test_llama3_without_moe_says_so_and_uses_rms_norm(runs):
-    run = runs["llama3_ours"]
-    assert "has no MoE layers" in run.log and "13 RMSNorm swapped to xvendor.rms_norm" in run.log
-    assert set(run.calls[0]) == {"rms_norm"} and run.calls[0]["rms_norm"] >= 13 * 3
-    assert all(math.isfinite(x) for x in run.losses) and run.losses[-1] < run.losses[0]
 
 
 def test_mxfp8_converter_tracks_bf16(runs):
