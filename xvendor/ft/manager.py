@@ -27,6 +27,9 @@ How each name maps (torchft 0.2.0 semantics unless said):
   one raises, naming the rule), and state the loop changes after a commit (an LR
   scheduler's step, a step counter) must change in a ``register_commit_hook`` function to
   reach a newcomer admitted at that step.
+- Joining: on first use (the first ``start_quorum``), as torchft does at its first quorum,
+  so state functions registered after construction (``register_state_dict_fn``,
+  ``set_state_dict_fns``) are in place when a restarted replica receives the state.
 - ``current_step()``, ``num_participants()``, ``participating_rank()``, ``is_participating()``
   (always True: there are no non-participating healing replicas), ``batches_committed()``,
   ``errored()``, ``report_error(e)``, ``register_state_dict_fn(key, load_fn, save_fn)``,
@@ -115,12 +118,20 @@ class Manager:
         self._guard = None
         self._error: Exception | None = None
         self._batches = 0
-        backend = pg.backend if pg is not None else "gloo"
-        self.rg = group or ResilientGroup.from_env(self._save, self._load, backend=backend)
-        if self.rg.size < min_replica_size:
-            log.warning("xvendor.ft: %d replica(s) < min_replica_size=%d; start the coordinator "
-                        "with --min-replicas %d", self.rg.size, min_replica_size,
-                        min_replica_size)
+        self._backend = pg.backend if pg is not None else "gloo"
+        self._rg = group
+
+    @property
+    def rg(self) -> ResilientGroup:
+        """The resilient group, joined on first use (torchft joins at the first quorum: state
+        functions registered after construction are in place when a newcomer receives state)."""
+        if self._rg is None:
+            self._rg = ResilientGroup.from_env(self._save, self._load, backend=self._backend)
+            if self._rg.size < self.min_replica_size:
+                log.warning("xvendor.ft: %d replica(s) < min_replica_size=%d; start the "
+                            "coordinator with --min-replicas %d", self._rg.size,
+                            self.min_replica_size, self.min_replica_size)
+        return self._rg
 
     # -- state -------------------------------------------------------------------------
     def register_state_dict_fn(self, key: str, load_state_dict: Callable[[Any], None],
@@ -128,6 +139,11 @@ class Manager:
         if key in self._fns:
             raise ValueError(f"xvendor.ft.Manager: state dict key {key!r} is already registered")
         self._fns[key] = (load_state_dict, state_dict)
+
+    def set_state_dict_fns(self, load_state_dict: Callable[[Any], None],
+                           state_dict: Callable[[], Any]) -> None:
+        """torchft's name for (re)setting the default state functions."""
+        self._fns["default"] = (load_state_dict, state_dict)
 
     def _save(self) -> dict:
         return {"fns": {k: save() for k, (_, save) in self._fns.items()},
