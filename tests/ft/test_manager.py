@@ -28,7 +28,9 @@ def state_dict():
     return {"model": model.state_dict(), "optim": opt.state_dict(), "applied": applied.clone()}
 
 def load_state_dict(sd):
-    model.load_state_dict(sd["model"]); opt.load_state_dict(sd["optim"]); applied.copy_(sd["applied"])
+    model.load_state_dict(sd["model"])
+    opt.load_state_dict(sd["optim"])
+    applied.copy_(sd["applied"])
 
 manager = torchft.Manager(pg=torchft.ProcessGroupGloo(), min_replica_size=1,
                           load_state_dict=load_state_dict, state_dict=state_dict)

@@ -52,7 +52,8 @@ class DenseMaskAttention(FlexAttention):
         if out_transform is None:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
             return out.transpose(1, 2)
-        s = (q @ k.transpose(-2, -1)).float() * (scale if scale is not None else q.shape[-1] ** -0.5)
+        scale = scale if scale is not None else q.shape[-1] ** -0.5
+        s = (q @ k.transpose(-2, -1)).float() * scale
         s = s.masked_fill(~mask, float("-inf"))
         lse = torch.logsumexp(s, dim=-1)  # (B, N, L)
         out = (torch.softmax(s, dim=-1).to(v.dtype) @ v).transpose(1, 2)

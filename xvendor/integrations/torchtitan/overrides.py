@@ -47,7 +47,7 @@ def _router(cfg: TokenChoiceTopKRouter.Config) -> XvendorRouter.Config:
 
 
 @override(target=GroupedExperts.Config,
-          description="xvendor: MoE expert GEMMs (GroupedExperts._grouped_mm) on xvendor.grouped_mm")
+          description="xvendor: MoE expert GEMMs (the _grouped_mm seam) on xvendor.grouped_mm")
 def xvendor_grouped_mm(cfg: GroupedExperts.Config) -> GroupedExperts.Config:
     return _experts(cfg)
 
