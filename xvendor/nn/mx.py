@@ -17,6 +17,9 @@ not differentiated (a straight-through estimator: the gradient of the quantized 
 respect to its high-precision inputs is taken as the gradient of the GEMM); master weights
 stay in their dtype, and the optimizer sees ordinary gradients.
 
+The autograd functions are public for code with its own modules (a trainer's converter):
+``MXLinearFunction.apply(x, weight, bias)`` and ``MXGroupedMMFunction.apply(x, weight, offs)``.
+
 What gets converted:
 - ``nn.Linear`` with in_features and out_features multiples of 32 (MX blocks along both
   contraction dimensions). Token counts need not be: the wgrad pads M to a multiple of 32
@@ -113,7 +116,13 @@ def _out_dtype(t: Tensor) -> torch.dtype:
     return t.dtype if t.dtype in _OUT_DTYPES else torch.float32
 
 
-class _MXLinearFn(torch.autograd.Function):
+class MXLinearFunction(torch.autograd.Function):
+    """``y = x @ weight.T (+ bias)`` with all three GEMMs in MXFP8 (the module docstring's
+    forward / dgrad / wgrad), as an autograd function for code that owns its parameters:
+    ``MXLinearFunction.apply(x, weight, bias)``. x (..., K), weight (N, K), bias (N,) or
+    None; K and N are zero-padded to multiples of 32 where a GEMM contracts them. The
+    output has x's dtype (float32 for other dtypes) before the bias is added."""
+
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None):
         ctx.save_for_backward(x, weight)
@@ -138,7 +147,14 @@ class _MXLinearFn(torch.autograd.Function):
         return gx, gw, gb
 
 
-class _MXGroupedFn(torch.autograd.Function):
+class MXGroupedMMFunction(torch.autograd.Function):
+    """The 2Dx3D grouped GEMM ``out[rows of g] = x[rows of g] @ weight[g]`` in MXFP8, as an
+    autograd function: ``MXGroupedMMFunction.apply(x, weight, offs)``. x (M, K) tokens
+    sorted by group, weight (G, K, N), offs int32 cumulative group ends. K and N must be
+    multiples of 32 (the forward and dgrad contractions); groups may have any size (the
+    wgrad pads each to 32 rows, reading ``offs`` on the host). Gradients flow to x and
+    weight (any strides: a transposed view is fine)."""
+
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, offs: Tensor):
         ctx.save_for_backward(x, weight, offs)
@@ -161,7 +177,7 @@ class MXLinear(nn.Linear):
     recipe = "mxfp8"
 
     def forward(self, x: Tensor) -> Tensor:
-        out = _MXLinearFn.apply(x, self.weight, self.bias)
+        out = MXLinearFunction.apply(x, self.weight, self.bias)
         return out if self.bias is None else out.to(x.dtype)
 
 
@@ -172,7 +188,7 @@ class MXGroupedLinear(GroupedLinear):
     recipe = "mxfp8"
 
     def forward(self, x: Tensor, offs: Tensor) -> Tensor:
-        y = _MXGroupedFn.apply(x, self.weight, offs)
+        y = MXGroupedMMFunction.apply(x, self.weight, offs)
         if self.bias is not None:
             rows = torch.arange(x.shape[0], device=x.device, dtype=torch.int32)
             group = torch.searchsorted(offs, rows, right=True)

@@ -1,0 +1,238 @@
+"""``Manager``: torchft's per-step protocol on xvendor's resilient groups.
+
+torchft's loop, which this keeps (the optimizer wrapper makes the calls)::
+
+    optimizer.zero_grad()        # manager.start_quorum(): the step opens
+    loss.backward()              # DDP: manager.allreduce(grad) per gradient (averaged)
+    optimizer.step()             # manager.should_commit(): every replica agrees, then steps
+
+How each name maps (torchft 0.2.0 semantics unless said):
+
+- ``start_quorum()``: opens the step under xvendor's step guard. Membership is not decided
+  here: xvendor's epochs change when a member dies (at once: the coordinator sees its
+  connection close) and admit newcomers at a committed step's boundary, with the state
+  sent by the oldest survivor, so by the time a step opens its quorum is already known.
+  ``use_async_quorum`` therefore has nothing to overlap and is accepted and ignored.
+- ``allreduce(t)``: averages ``t`` over the participants in place (``ReduceOp.AVG``, torchft's
+  default; ``SUM`` also) and returns a completed ``torch.futures.Future``. A failure (a
+  peer died) is latched, never raised into autograd: ``t`` is left as it is and the step
+  will not commit, as torchft does.
+- ``should_commit()``: every member votes whether all its collectives of the step
+  succeeded; one verdict for all. Commit: the registered optimizer steps (inside, before any
+  newcomer is admitted, so the state it receives includes this step) and the step is
+  counted; returns True. Redo: gradients dropped, the group shrinks around the dead member,
+  returns False, and the loop runs the same step again. **Differences from torchft**, both
+  because xvendor admits newcomers in the commit itself, not at the next quorum: the
+  optimizer must be registered (``OptimizerWrapper``; a bare ``should_commit()`` without
+  one raises, naming the rule), and state the loop changes after a commit (an LR
+  scheduler's step, a step counter) must change in a ``register_commit_hook`` function to
+  reach a newcomer admitted at that step.
+- Joining: on first use (the first ``start_quorum``), as torchft does at its first quorum,
+  so state functions registered after construction (``register_state_dict_fn``,
+  ``set_state_dict_fns``) are in place when a restarted replica receives the state.
+- ``current_step()``, ``num_participants()``, ``participating_rank()``, ``is_participating()``
+  (always True: there are no non-participating healing replicas), ``batches_committed()``,
+  ``errored()``, ``report_error(e)``, ``register_state_dict_fn(key, load_fn, save_fn)``,
+  ``shutdown()``.
+- Construction: ``Manager(pg, load_state_dict, state_dict, min_replica_size, replica_id, ...)``.
+  ``pg`` (``ProcessGroupGloo()`` / ``ProcessGroupNCCL()``) selects the backend; the
+  lighthouse is xvendor's coordinator (``XVENDOR_COORDINATOR``, or ``xvendor run``), found
+  from the environment like every resilient group; ``min_replica_size`` is the
+  coordinator's ``--min-replicas`` (epoch 0 waits for that many) and is checked here at
+  construction only. Arguments about torchft's own transport (``lighthouse_addr``,
+  ``store_addr``, ``checkpoint_transport``, timeouts...) are accepted and have no effect.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+from torch.distributed import ReduceOp
+
+from ..distributed import EpochAborted, ResilientGroup
+
+log = logging.getLogger("xvendor.ft")
+_IGNORED = {"use_async_quorum", "timeout", "quorum_timeout", "connect_timeout", "rank",
+            "world_size", "world_size_mode", "store_addr", "store_port", "lighthouse_addr",
+            "port", "hostname", "heartbeat_interval", "checkpoint_transport", "init_sync",
+            "max_retries", "quorum_retries"}
+
+
+class ProcessGroupGloo:
+    """torchft's ``ProcessGroupGloo()`` argument to ``Manager``: selects gloo for the
+    resilient group (which makes its own groups per epoch)."""
+
+    backend = "gloo"
+
+    def __init__(self, timeout=None):
+        self.timeout = timeout
+
+
+class ProcessGroupNCCL(ProcessGroupGloo):
+    """Selects NCCL/RCCL for the resilient group (the fast path; untested without GPUs)."""
+
+    backend = "nccl"
+
+
+class _Committer:
+    """What the step guard sees as the optimizer: steps it and runs the commit hooks."""
+
+    def __init__(self, manager: "Manager"):
+        self.manager = manager
+
+    def step(self) -> None:
+        self.manager._commit()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.manager._optimizer.zero_grad(set_to_none=set_to_none)
+
+
+class Manager:
+    """See the module docstring."""
+
+    def __init__(self, pg: ProcessGroupGloo | None = None,
+                 load_state_dict: Callable[[Any], None] | None = None,
+                 state_dict: Callable[[], Any] | None = None, min_replica_size: int = 1,
+                 replica_id: str | None = None, *, group: ResilientGroup | None = None,
+                 **torchft_kwargs):
+        unknown = set(torchft_kwargs) - _IGNORED
+        if unknown:
+            raise TypeError(f"xvendor.ft.Manager: unknown argument(s) {sorted(unknown)}")
+        if pg is not None and not isinstance(pg, ProcessGroupGloo):
+            raise TypeError("xvendor.ft.Manager: pg must be xvendor.ft.ProcessGroupGloo() or "
+                            f"ProcessGroupNCCL(), got {type(pg).__name__}")
+        if not isinstance(min_replica_size, int) or min_replica_size < 1:
+            raise ValueError(f"xvendor.ft.Manager: min_replica_size must be an int >= 1, got "
+                             f"{min_replica_size!r}")
+        self._fns: dict[str, tuple[Callable, Callable]] = {}
+        if (load_state_dict is None) != (state_dict is None):
+            raise ValueError("xvendor.ft.Manager: give both load_state_dict and state_dict, or "
+                             "neither")
+        if state_dict is not None:
+            self._fns["default"] = (load_state_dict, state_dict)
+        self.replica_id, self.min_replica_size = replica_id, min_replica_size
+        self._optimizer = None
+        self._hooks: list[Callable[[int], None]] = []
+        self._guard = None
+        self._error: Exception | None = None
+        self._batches = 0
+        self._backend = pg.backend if pg is not None else "gloo"
+        self._rg = group
+
+    @property
+    def rg(self) -> ResilientGroup:
+        """The resilient group, joined on first use (torchft joins at the first quorum: state
+        functions registered after construction are in place when a newcomer receives state)."""
+        if self._rg is None:
+            self._rg = ResilientGroup.from_env(self._save, self._load, backend=self._backend)
+            if self._rg.size < self.min_replica_size:
+                log.warning("xvendor.ft: %d replica(s) < min_replica_size=%d; start the "
+                            "coordinator with --min-replicas %d", self._rg.size,
+                            self.min_replica_size, self.min_replica_size)
+        return self._rg
+
+    # -- state -------------------------------------------------------------------------
+    def register_state_dict_fn(self, key: str, load_state_dict: Callable[[Any], None],
+                               state_dict: Callable[[], Any]) -> None:
+        if key in self._fns:
+            raise ValueError(f"xvendor.ft.Manager: state dict key {key!r} is already registered")
+        self._fns[key] = (load_state_dict, state_dict)
+
+    def set_state_dict_fns(self, load_state_dict: Callable[[Any], None],
+                           state_dict: Callable[[], Any]) -> None:
+        """torchft's name for (re)setting the default state functions."""
+        self._fns["default"] = (load_state_dict, state_dict)
+
+    def _save(self) -> dict:
+        return {"fns": {k: save() for k, (_, save) in self._fns.items()},
+                "batches": self._batches}
+
+    def _load(self, state: dict) -> None:
+        for key, value in state["fns"].items():
+            self._fns[key][0](value)
+        self._batches = state["batches"]
+
+    def register_optimizer(self, optimizer) -> None:
+        """The optimizer ``should_commit`` steps (``OptimizerWrapper`` calls this)."""
+        self._optimizer = optimizer
+
+    def register_commit_hook(self, fn: Callable[[int], None]) -> None:
+        """``fn(step)`` runs on every replica when ``step`` commits, after the optimizer
+        stepped and before newcomers are admitted: state changed there (an LR scheduler
+        step, a counter) reaches a newcomer; state changed after ``should_commit()``
+        returned does not (see the module docstring)."""
+        self._hooks.append(fn)
+
+    def _commit(self) -> None:  # the step guard's "optimizer.step()" on commit
+        step = int(self.rg.step)
+        self._optimizer.step()
+        self._batches += self.rg.size
+        for fn in self._hooks:
+            fn(step)
+
+    # -- the step ----------------------------------------------------------------------
+    def start_quorum(self, allow_heal: bool = True, shrink_only: bool = False,
+                     timeout=None) -> None:
+        if self._guard is not None:
+            raise RuntimeError("xvendor.ft.Manager: start_quorum() called twice without "
+                               "should_commit() in between")
+        self._error = None
+        self._guard = self.rg.step(_Committer(self) if self._optimizer is not None else None)
+        self._guard.__enter__()
+
+    def allreduce(self, tensor: torch.Tensor, should_quantize: bool = False,
+                  reduce_op: ReduceOp = ReduceOp.AVG) -> torch.futures.Future:
+        future: torch.futures.Future = torch.futures.Future()
+        if reduce_op not in (ReduceOp.AVG, ReduceOp.SUM):
+            raise ValueError(f"xvendor.ft.Manager.allreduce: reduce_op must be AVG or SUM, got "
+                             f"{reduce_op}")
+        if self._error is None:
+            try:
+                out = self.rg.all_reduce(tensor)
+                if reduce_op == ReduceOp.AVG:
+                    out = out / self.rg.size
+                tensor.copy_(out)
+            except EpochAborted as e:  # latched: the step will not commit
+                self._error = e
+        future.set_result(tensor)
+        return future
+
+    def should_commit(self, timeout=None) -> bool:
+        if self._guard is None:
+            raise RuntimeError("xvendor.ft.Manager: should_commit() without start_quorum()")
+        if self._optimizer is None:
+            raise RuntimeError("xvendor.ft.Manager: register the optimizer first "
+                               "(xvendor.ft.OptimizerWrapper(manager, optimizer)): xvendor "
+                               "admits newcomers in the commit, after the optimizer stepped")
+        guard, self._guard = self._guard, None
+        err = self._error
+        guard.__exit__(type(err) if err else None, err, None)
+        return bool(guard.committed)
+
+    # -- what torchft reports ----------------------------------------------------------
+    def current_step(self) -> int:
+        return int(self.rg.step)
+
+    def num_participants(self) -> int:
+        return self.rg.size
+
+    def participating_rank(self) -> int | None:
+        return self.rg.rank
+
+    def is_participating(self) -> bool:
+        return True
+
+    def batches_committed(self) -> int:
+        return self._batches
+
+    def errored(self) -> Exception | None:
+        return self._error
+
+    def report_error(self, e: Exception) -> None:
+        """This step must not commit (torchft's semantics): it votes redo."""
+        self._error = e if isinstance(e, EpochAborted) else EpochAborted(f"reported: {e!r}")
+
+    def shutdown(self, wait: bool = True) -> None:
+        self.rg.close()

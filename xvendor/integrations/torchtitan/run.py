@@ -1,0 +1,38 @@
+"""CPU launcher: ``python -m xvendor.integrations.torchtitan.run <torchtitan arguments>``.
+
+Applies what a CPU needs (``cpu.prepare``: host device globals, SUM reductions for FSDP2 on
+gloo, the dense-mask attention override, CUDA graphs off, the EP backend that works on
+gloo) and then runs ``torchtitan.train.main()`` unchanged, with the same arguments. Under
+torchrun::
+
+    OMP_NUM_THREADS=1 torchrun --nproc-per-node 2 -m xvendor.integrations.torchtitan.run \\
+        --module deepseek_v3 --config deepseek_v3_debugmodel \\
+        --override.imports xvendor.integrations.torchtitan.overrides.xvendor_ops
+
+``XVENDOR_TITAN_COUNTS=DIR`` writes ``DIR/rank<R>.json`` at exit: how many times each
+xvendor op ran through the overrides (tests read it). On a GPU node use torchtitan's own
+launcher with the overrides only; none of this is needed there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from . import cpu
+
+
+def main() -> None:
+    cpu.prepare()
+    flags = cpu.cpu_flags(sys.argv[1:])
+    logging.getLogger("xvendor.integrations.torchtitan").warning(
+        "[xvendor cpu] flags added ahead of yours: %s", " ".join(flags))
+    sys.argv[1:1] = flags
+    from . import counts
+    counts.write_at_exit()
+    from torchtitan.train import main as torchtitan_main
+    torchtitan_main()
+
+
+if __name__ == "__main__":
+    main()
