@@ -28,7 +28,7 @@ def test_group_bucketing_and_key_round_trip():
     key = key_for("grouped_mm", "triton", "gfx950", 256, "MI355X", (a, w, torch.zeros(8, dtype=torch.int32), None, torch.float32))
     assert (key.layout, key.m, key.n, key.k, key.groups, key.out_dtype) == ("2Dx3D:NT", 512, 32, 64, 8, "float32")
     assert ProblemKey.parse(str(key)) == key and key.version == KEY_VERSION
-    g = key_for("gemm", "aten", "cpu", 2, "host", (torch.randn(5, 7), torch.randn(9, 7).t(), None, None))
+    g = key_for("gemm", "reference", "cpu", 2, "host", (torch.randn(5, 7), torch.randn(9, 7).t(), None, None))
     assert (g.layout, g.m, g.n, g.k) == ("NT", 8, 9, 7)
 
 

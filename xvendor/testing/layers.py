@@ -42,7 +42,7 @@ _LAYER_OF = {  # longest matching prefix wins
     "xvendor.triton.tunable": 5, "xvendor.rocm.tunable": 5, "xvendor.xpu.check": 5, "xvendor.tuning": 5, "xvendor.distributed": 5,
     "xvendor.ci": 5, "xvendor.testing": 5, "xvendor.explain": 5, "xvendor.selfcheck": 5,
     "xvendor.events": 5, "xvendor.mempool": 5, "xvendor.weight_channel": 5, "xvendor.nn": 5,
-    "xvendor.port": 5,
+    "xvendor.port": 5, "xvendor.ft": 5, "xvendor.integrations": 5,
     "xvendor.cli": 6, "xvendor": 6,
 }
 BACKENDS = 4
