@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import conditions, constructs, instantiate as inst_mod, lints as lints_mod
+from . import closure, conditions, constructs, instantiate as inst_mod, lints as lints_mod
 from .parse import Function, Unit, node_text, split_template_args, walk
 
 __all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
@@ -51,6 +52,7 @@ class KernelReport:
     lints: list = field(default_factory=list)
     instantiations: list = field(default_factory=list)  # [Instantiation]
     line: int = 0
+    file: str = ""  # the file that defines it (the source, or a header it includes)
     template: bool = False
     dynamic_shared: bool = False
     block_bound: bool = False  # its one template argument is the launch's block size
@@ -61,7 +63,8 @@ class KernelReport:
 
     def as_json(self) -> dict:
         return {"name": self.name, "status": self.status, "reason": self.reason,
-                "lints": list(self.lints), "line": self.line,
+                "lints": list(self.lints), "line": self.line, "file": self.file,
+                "compiled": None,
                 "instantiations": [{"args": ", ".join(i.args), "sycl_name": i.sycl_name}
                                    for i in self.instantiations],
                 "sycl_name": self.sycl_name, "block_bound": self.block_bound}
@@ -135,8 +138,8 @@ def _globals(unit: Unit) -> dict:
     """__constant__ / __device__ variables at file scope: name -> qualifier."""
     out = {}
     for n in walk(unit.tree.root_node):
-        if n.type == "declaration" and n.parent is not None and n.parent.type not in (
-                "compound_statement", "for_statement", "condition_clause"):
+        if n.type == "declaration" and _file_scope(n) and not any(
+                c.type == "function_declarator" for c in walk(n)):
             quals = {c.type for c in walk(n)} & {"__constant__", "__device__"}
             if quals:
                 for d in n.children_by_field_name("declarator"):
@@ -223,7 +226,7 @@ def _is_extern(unit, decl) -> bool:
 
 def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
               kernels: list | None = None, exclude: dict | None = None,
-              drop_devices: dict | None = None, progress=None) -> Translation:
+              drop_devices: dict | None = None, progress=None, defines=()) -> Translation:
     """Translate ``unit``. ``instantiate``: ["name<args>"]; ``kernels``: only these names;
     ``exclude``: name -> (status, reason) for kernels to leave out (compile errors found
     earlier); ``drop_devices``: device functions that failed to compile (kernels that call
@@ -241,7 +244,9 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     src, edits, reports = unit.source, [], {}
     for fn in unit.functions:
         if fn.kind == "host":
-            edits.append((fn.outer.start_byte, fn.outer.end_byte, ""))
+            body = fn.node.child_by_field_name("body")
+            if body is not None and body.type == "compound_statement":  # not `= default`
+                edits.append((fn.outer.start_byte, fn.outer.end_byte, ""))
             continue
         if fn.kind == "device":
             if fn.name in (drop_devices or ()):
@@ -257,8 +262,11 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
             continue
         rep = reports.get(fn.name)
         if rep is None:
-            line = int(unit.where(fn.line).split()[-1]) if unit.where(fn.line).startswith("line") else fn.line
-            rep = reports[fn.name] = KernelReport(fn.name, line=line, template=bool(fn.template_params))
+            where = unit.where(fn.line)
+            name = Path(unit.path).name
+            file, _, line = (name, "", where.split()[-1]) if where.startswith("line") else where.rpartition(":")
+            rep = reports[fn.name] = KernelReport(fn.name, line=int(line), file=file,
+                                                  template=bool(fn.template_params))
         reach = _reachable(unit, fn)
         tnames = {t for _, t in fn.template_params}
         reason = next((r for r in (_param_problem(p, typedefs, tnames) for p in fn.params) if r), "")
@@ -278,9 +286,14 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
                  if fn.template_params else [[]])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
     edits += _file_scope_edits(unit, gvars)
+    kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
+    targs = {w for f in kept for i in reports[f.name].instantiations for a in i.args
+             for w in re.findall(r"[A-Za-z_]\w*", a)}
+    edits += closure.drop_edits(unit, kept, targs)
     out = _apply(src, edits)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
-            f"#include \"{HEADER}\"\n")
+            + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
+            + f"#include \"{HEADER}\"\n")
     return Translation(unit, head + out, list(reports.values()), warp)
 
 
@@ -402,9 +415,7 @@ def _file_scope_edits(unit, gvars) -> list:
             edits.append((n.start_byte, n.end_byte, ""))  # typedef struct {ncclComm_t ...} X;
         elif n.type == "preproc_call" and node_text(s, n).split()[:2] == ["#pragma", "once"]:
             edits.append((n.start_byte, n.end_byte, "\n"))
-        elif n.type == "declaration" and n.parent is not None and n.parent.type in (
-                "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-                "declaration_list", "linkage_specification"):
+        elif n.type == "declaration" and _file_scope(n):
             text = node_text(s, n)
             kinds = {c.type for c in walk(n)}
             keep = (("const" in text.split() or "constexpr" in text.split() or
@@ -421,9 +432,15 @@ def _file_scope_edits(unit, gvars) -> list:
 
 
 def _file_scope(n) -> bool:
-    return n.parent is not None and n.parent.type in (
-        "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-        "declaration_list", "linkage_specification")
+    """At namespace scope: its parents up to the first that is not an #if branch are the
+    file, a namespace or an extern "C" block (a declaration under an #if inside a function
+    is not)."""
+    p = n.parent
+    while p is not None and p.type in ("preproc_if", "preproc_ifdef", "preproc_else",
+                                       "preproc_elif", "preproc_elifdef"):
+        p = p.parent
+    return p is not None and p.type in ("translation_unit", "declaration_list",
+                                        "linkage_specification")
 
 
 def _apply(src: bytes, edits: list) -> str:
