@@ -35,12 +35,14 @@ from pathlib import Path
 
 _GLOBAL = re.compile(rb"__global__")
 _COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
+_BOUNDS = re.compile(rb"__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)")
 _INCLUDE = re.compile(rb'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
 
 
 def kernels_in_text(text: bytes) -> list:
     """Names of the ``__global__`` functions defined (with a body) in ``text``."""
     text = _COMMENT.sub(lambda m: b" " * (m.end() - m.start()), text)
+    text = _BOUNDS.sub(lambda m: b" " * (m.end() - m.start()), text)
     out = []
     for m in _GLOBAL.finditer(text):
         rest = text[m.end():m.end() + 4000]
@@ -147,19 +149,32 @@ def measure(name, root: Path, subs, jobs, timeout, max_files, env) -> dict:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(jobs) as ex:
         results = list(ex.map(lambda tu: _run_unit(tu, root, timeout, env), tus))
-    wall = time.perf_counter() - t0
-    rank = {"compiled": 3, "ok": 2, "compile_error": 1, "unsupported": 0}
-    best = {}
+    out = summarize(name, results, found)
+    out["units"], out["wall_s"] = len(tus), round(time.perf_counter() - t0, 1)
+    return out
+
+
+_RANK = {"compiled": 4, "ok": 3, "not_compiled": 2, "compile_error": 1, "unsupported": 0}
+
+
+def summarize(name, results, found) -> dict:
+    """Per-corpus figures from the units' verdicts; a kernel's best verdict counts. A verdict
+    whose file is not one defining that name is matched by name when exactly one file of
+    the corpus defines it."""
     by_name = collections.defaultdict(list)
+    files_of = collections.defaultdict(set)
     for f, ks in found.items():
         for k in ks:
             by_name[(Path(f).name, k)].append(f)
+            files_of[k].add(Path(f).name)
+    best = {}
     for res in results:
         for k in res["kernels"]:
             key = (k["file"], k["name"])
-            if key in by_name and (key not in best or rank[k["status"]] > rank[best[key]["status"]]):
+            if key not in by_name and len(files_of.get(k["name"], ())) == 1:
+                key = (next(iter(files_of[k["name"]])), k["name"])
+            if key in by_name and (key not in best or _RANK[k["status"]] > _RANK[best[key]["status"]]):
                 best[key] = k
-    total = sum(len(v) for v in by_name.values())
     kernels_total = sum(len(ks) for ks in found.values())
     reasons = collections.Counter()
     for key in by_name:
@@ -170,13 +185,12 @@ def measure(name, root: Path, subs, jobs, timeout, max_files, env) -> dict:
             reasons[_reason_class(k["status"], k["reason"])] += len(by_name[key])
     compiled = sum(len(by_name[k]) for k, v in best.items() if v["status"] == "compiled")
     translated = sum(len(by_name[k]) for k, v in best.items() if v["status"] in ("compiled", "ok"))
-    return {"corpus": name, "units": len(tus), "found": kernels_total, "distinct": total,
-            "translated": translated, "compiled": compiled,
+    return {"corpus": name, "found": kernels_total, "translated": translated, "compiled": compiled,
             "compiled_pct": round(100 * compiled / max(kernels_total, 1), 1),
             "unit_errors": sum(1 for r in results if "error" in r),
             "translate_s": round(sum(r["translate_s"] or 0 for r in results), 2),
-            "build_s": round(sum(r["build_s"] or 0 for r in results), 1), "wall_s": round(wall, 1),
-            "reasons": reasons.most_common(), "units_detail": results}
+            "build_s": round(sum(r["build_s"] or 0 for r in results), 1),
+            "reasons": reasons.most_common(), "units_detail": results, "found_by_file": found}
 
 
 def main() -> int:
@@ -186,11 +200,27 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--max-files", type=int, default=0)
+    p.add_argument("--resummarize", metavar="JSON",
+                   help="recompute the figures of an earlier --json run (kernel finder changes)")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.one:
         print(json.dumps(one(a.one, a.root)))
+        return 0
+    if a.resummarize:
+        for old in json.loads(Path(a.resummarize).read_text()):
+            found = {f: kernels_in_text(Path(f).read_bytes()) for f in old["found_by_file"]}
+            tus = {r["unit"] for r in old["units_detail"]}
+            root = Path(os.path.commonpath(list(tus) + list(found)))
+            for p_ in list(root.rglob("*.cu")) + list(root.rglob("*.cuh")):
+                if str(p_) not in found and kernels_in_text(p_.read_bytes()):
+                    found[str(p_)] = kernels_in_text(p_.read_bytes())
+            r = summarize(old["corpus"], old["units_detail"], {f: k for f, k in found.items() if k})
+            print(f"== {r['corpus']}: kernels found {r['found']} translated {r['translated']} "
+                  f"compiled {r['compiled']} ({r['compiled_pct']}%)")
+            for reason, n in r["reasons"][:12]:
+                print(f"   {n:4d}  {reason}")
         return 0
     if not a.corpus:
         p.error("corpus: give at least one NAME=DIR")

@@ -35,14 +35,21 @@ _NAMES = ("identifier", "type_identifier", "namespace_identifier", "field_identi
 _DEVICE = {"__device__", "__global__"}
 
 
-def items(unit) -> list:
-    """Every file-scope declaration node (inside #if branches, namespaces, extern "C")."""
-    out, stack = [], [unit.tree.root_node]
+def items(unit, spaces=None) -> list:
+    """Every file-scope declaration node (inside #if branches, namespaces, extern "C");
+    ``spaces`` (a dict) gets node id -> its namespace path (anonymous ones are transparent)."""
+    out, stack = [], [(unit.tree.root_node, ())]
     while stack:
-        n = stack.pop()
+        n, path = stack.pop()
+        if n.type == "namespace_definition":
+            nm = n.child_by_field_name("name")
+            if nm is not None:
+                path = path + tuple(node_text(unit.source, nm).split("::"))
         for c in n.children:
+            if spaces is not None:
+                spaces[c.id] = path
             if c.type in CONTAINERS:
-                stack.append(c)
+                stack.append((c, path))
             elif c.type not in _PREPROC and c.type != ";" and c.is_named:
                 # the condition of an #if is a field of the preproc node, not an item
                 if n.type.startswith("preproc_if") and c == n.child_by_field_name("condition"):
@@ -121,7 +128,33 @@ def _kind(unit, item) -> str:
 
 
 def _referenced(unit, item) -> set:
-    return {node_text(unit.source, c) for c in walk(item) if c.type in _NAMES}
+    """(qualifier, name) of every name ``item`` uses (``db::load`` -> ("db", "load"))."""
+    out = set()
+    for c in walk(item):
+        if c.type in _NAMES:
+            q, p, me = "", c.parent, c
+            if p is not None and p.type in ("template_function", "template_type") and p.parent is not None:
+                p, me = p.parent, p
+            if p is not None and p.type == "qualified_identifier" and p.child_by_field_name("name") == me:
+                scope = p.child_by_field_name("scope")
+                q = node_text(unit.source, scope).split("<")[0] if scope is not None else ""
+            out.add((q, node_text(unit.source, c)))
+    return out
+
+
+def _visible(candidates, spaces, here, qual) -> list:
+    """The candidates a name used in namespace ``here`` (as ``qual::name``) can mean; all of
+    them when scoping cannot tell (a using-directive, a class scope)."""
+    def ok(c):
+        ns = spaces.get(c.id, ())
+        if qual:
+            return ns[-len(qual.split("::")):] == tuple(qual.split("::")) if ns else False
+        return ns == here[:len(ns)]
+    picked = [c for c in candidates if ok(c)]
+    if picked and not qual:  # an inner namespace's declaration hides the outer ones
+        deepest = max(len(spaces.get(c.id, ())) for c in picked)
+        picked = [c for c in picked if len(spaces.get(c.id, ())) == deepest]
+    return picked or list(candidates)
 
 
 _DEVICE_MACRO = re.compile(r"\b(__device__|__global__|__constant__)\b")
@@ -131,7 +164,8 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     """(start, end, "") edits deleting the file-scope declarations no kernel in ``kernels``
     (Function objects) reaches, nor ``extra_names`` (the template arguments the wrappers
     instantiate kernels with); also every explicit instantiation and host prototype."""
-    all_items = items(unit)
+    spaces: dict = {}
+    all_items = items(unit, spaces)
     by_name: dict = {}
     info = {}
     for it in all_items:
@@ -155,14 +189,15 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
             todo.append(it)
     while todo:
         it = todo.pop()
-        names = list(_referenced(unit, it)) if it is not None else list(extra_names)
+        here = spaces.get(it.id, ()) if it is not None else ()
+        names = list(_referenced(unit, it)) if it is not None else [("", n) for n in extra_names]
         while names:
-            nm = names.pop()
-            if nm in seen_names:
+            qual, nm = names.pop()
+            if (here, qual, nm) in seen_names:
                 continue
-            seen_names.add(nm)
-            names.extend(macros.get(nm, ()))
-            for other in by_name.get(nm, ()):
+            seen_names.add((here, qual, nm))
+            names.extend(("", m) for m in macros.get(nm, ()))
+            for other in _visible(by_name.get(nm, ()), spaces, here, qual):
                 if other.id in keep:
                     continue
                 kind = info[id(other)][0]

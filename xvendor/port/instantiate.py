@@ -55,8 +55,9 @@ def _through_host_templates(unit, launch) -> list:
     callers give it explicitly (``launcher<matmul_naive>(...)``)."""
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
-    if not any(a.strip() in own for a in launch.template_args):
-        return [] if _runtime_values(unit, launch) else [list(launch.template_args)]
+    args = _local_constants(unit, launch)
+    if not any(a.strip() in own for a in args):
+        return [] if _runtime_values(unit, launch, args) else [args]
     out = []
     for caller in unit.functions:
         for n in walk(caller.node):
@@ -68,11 +69,51 @@ def _through_host_templates(unit, launch) -> list:
             if len(given) != len(own):
                 continue
             sub = dict(zip(own, given))
-            out.append([sub.get(a.strip(), a) for a in launch.template_args])
+            out.append([sub.get(a.strip(), a) for a in args])
     return out
 
 
-def _runtime_values(unit, launch) -> bool:
+def _local_constants(unit, launch) -> list:
+    """The launch's template arguments with the host's compile-time constants in scope
+    (``const uint BM = 128;`` in an enclosing block, innermost first) replaced by their
+    values, so ``k<BM, BN><<<...>>>`` instantiates as ``k<128, 128>``."""
+    values, n = {}, launch.node
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
+        p = n.parent
+        if p is not None and p.type == "compound_statement":
+            for c in p.named_children:
+                if c.start_byte >= n.start_byte:
+                    break
+                if c.type != "declaration" or not re.search(
+                        r"\b(const|constexpr)\b", node_text(unit.source, c).split("=")[0]):
+                    continue
+                for d in c.children_by_field_name("declarator"):
+                    name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                    if d.type == "init_declarator" and name is not None and value is not None:
+                        values.setdefault(node_text(unit.source, name), node_text(unit.source, value))
+        n = p
+    args = list(launch.template_args)
+    for _ in range(4):
+        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
+                      else m.group(0), a) for a in args]
+        if new == args:
+            break
+        args = new
+    return [a if a == b else _fold(a) for a, b in zip(args, launch.template_args)]
+
+
+def _fold(expr: str) -> str:
+    """An integer expression of literals folded to its value (else as it is)."""
+    text = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
+    if re.fullmatch(r"[\d\s()+\-*/%<>&|^~]*", text):
+        try:
+            return str(int(eval(text.replace("/", "//"), {"__builtins__": {}}, {})))  # noqa: S307
+        except Exception:
+            return expr
+    return expr
+
+
+def _runtime_values(unit, launch, args=None) -> bool:
     """A launch-site template argument names a host variable or parameter (its value is
     only known when the host code runs), so the site gives no instantiation."""
     host = unit.function(launch.host)
@@ -84,8 +125,9 @@ def _runtime_values(unit, launch) -> bool:
             ids = [x for x in walk(n) if x.type == "identifier"]
             if ids:
                 names.add(node_text(unit.source, ids[0]))
-    used = set(re.findall(r"[A-Za-z_]\w*", " ".join(launch.template_args)))
-    return bool(used & names) or any("." in a or "->" in a for a in launch.template_args)
+    args = launch.template_args if args is None else args
+    used = set(re.findall(r"[A-Za-z_]\w*", " ".join(args)))
+    return bool(used & names) or any("." in a or "->" in a for a in args)
 
 
 def _deduce(unit, fn, launch) -> list:
