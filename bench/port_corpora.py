@@ -211,11 +211,6 @@ def main() -> int:
     if a.resummarize:
         for old in json.loads(Path(a.resummarize).read_text()):
             found = {f: kernels_in_text(Path(f).read_bytes()) for f in old["found_by_file"]}
-            tus = {r["unit"] for r in old["units_detail"]}
-            root = Path(os.path.commonpath(list(tus) + list(found)))
-            for p_ in list(root.rglob("*.cu")) + list(root.rglob("*.cuh")):
-                if str(p_) not in found and kernels_in_text(p_.read_bytes()):
-                    found[str(p_)] = kernels_in_text(p_.read_bytes())
             r = summarize(old["corpus"], old["units_detail"], {f: k for f, k in found.items() if k})
             print(f"== {r['corpus']}: kernels found {r['found']} translated {r['translated']} "
                   f"compiled {r['compiled']} ({r['compiled_pct']}%)")
