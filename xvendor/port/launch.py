@@ -36,6 +36,12 @@ PortError = ArgumentError  # bad launches and arguments name the argument and th
 # aligned on the OpenCL CPU device (tests/port/test_dynamic_shared.py). Requests over the
 # device's local memory are refused before launch; the kernel's static __shared__ counts
 # against the same memory, and a launch that needs more than the device has fails there.
+# NOTE [by-value arguments]: a kernel parameter of a struct or vector type (trivially
+# copyable, as CUDA requires) reaches the wrapper as a pointer to a device copy of its bytes,
+# and the wrapper passes `*p` to the kernel body: the launch runtime passes pointers and
+# 32/64-bit scalars only. The caller gives the bytes with the C layout (ctypes.Structure);
+# their size is not checked against the C++ type. Pointers inside the struct must be
+# device pointers (XPU tensors), as in CUDA.
 _modules: dict = {}
 _lock = threading.Lock()
 
@@ -207,6 +213,19 @@ def _argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable):
     import torch
 
     from xvendor.xpu import runtime
+    if kind == "struct":  # NOTE [by-value arguments]
+        try:
+            raw = bytes(memoryview(a).cast("B"))
+        except TypeError:
+            raise ArgumentError(op, name, f"is a {base} passed by value: pass its bytes (a ctypes "
+                                f"Structure, bytes, or a buffer), got {type(a).__name__}") from None
+        buf = runtime.DeviceBuffer(queue, max(len(raw), 1))
+        if raw:
+            holder = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+            buf.write(holder.data_ptr(), len(raw))
+            keep.append(holder)
+        keep.append(buf)
+        return runtime.PTR, buf.ptr
     if kind == "ptr":
         if a is None:
             return runtime.PTR, 0

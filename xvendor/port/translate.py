@@ -179,12 +179,8 @@ _TAG = re.compile(r"^(std::)?(bool_constant|integral_constant|true_type|false_ty
 def _param_problem(p, typedefs, tnames) -> str:
     if _TAG.match(p.base):
         return ""
-    if p.reference:
-        return f"parameter '{p.name}' is a reference (kernels take values and pointers)"
-    if p.pointer or p.base in tnames:
-        return ""
-    if _resolve(p.base, typedefs) not in constructs.SCALARS:
-        return f"parameter '{p.name}' passes '{p.base}' by value (only scalars and pointers)"
+    if p.reference and not re.search(r"\bconst\b", p.type):
+        return f"parameter '{p.name}' is a non-const reference (a kernel cannot write back to the host)"
     return ""
 
 
@@ -364,17 +360,19 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
             if _TAG.match(p.base):  # not an argument of the launch: built in the wrapper
                 call.append(re.sub(r"\bconst\b", "", _subst(p.type, mapping)).strip() + "{}")
                 continue
-            if p.pointer:
+            if p.pointer and not p.reference:
                 decls.append(_subst(p.text, mapping) if p.name in p.text else f"{_subst(p.type, mapping)} {p.name}")
                 params.append((p.name, "ptr", base, not p.const_pointee))
-            else:
-                abi, kind = constructs.SCALARS.get(base, (None, None))
-                if abi is None:
-                    rep.status = "unsupported"
-                    rep.reason = f"parameter '{p.name}' has type '{base}' (only scalars and pointers)"
-                    return [(fn.outer.start_byte, fn.outer.end_byte, f"/* kernel {fn.name} not translated: {rep.reason} */")]
+            elif base in constructs.SCALARS and not p.reference:
+                abi, kind = constructs.SCALARS[base]
                 decls.append(f"{abi} {p.name}")
                 params.append((p.name, kind, base, False))
+            else:  # a struct / vector by value: a pointer to a device copy (NOTE [by-value arguments])
+                value_type = re.sub(r"\bconst\b|&", "", _subst(p.type, mapping)).strip()
+                decls.append(f"const {value_type} *{p.name}__xv_value")
+                params.append((p.name, "struct", base, False))
+                call.append(f"*{p.name}__xv_value")
+                continue
             call.append(p.name)
         if rep.dynamic_shared:
             decls.append("syclex::work_group_memory<char[]> __xv_smem")
