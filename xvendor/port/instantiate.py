@@ -22,9 +22,16 @@ __all__ = ["instantiations", "block_bound"]
 def instantiations(unit, fn, typedefs, extra) -> list:
     """Template argument lists for kernel ``fn``: launch sites, deduction, ``extra``."""
     out = []
+    names = [t for _, t in fn.template_params]
 
     def add(args):
-        if args and len(args) == len(fn.template_params) and args not in out:
+        args = list(args)
+        if len(args) < len(names):  # the rest from the defaults (k<float><<<...>>> with U = int)
+            rest = [fn.template_defaults.get(t) for t in names[len(args):]]
+            if None in rest:
+                return
+            args += rest
+        if args and len(args) == len(names) and args not in out:
             out.append(args)
     for launch in unit.launches:
         if launch.kernel != fn.name:
@@ -146,8 +153,14 @@ def _deduce(unit, fn, launch) -> list:
                 shape = re.escape(" ".join(re.sub(r"\bconst\b", "", p.type).split()))
                 shape = shape.replace(re.escape(tname), r"\s*([\w:]+)\s*")
                 m = re.fullmatch(shape + r"\s*(\{\s*\}|\(\s*\))?", " ".join(a.split()))
-                if m:
+                declared = _declared(unit, host).get(a.strip()) if re.fullmatch(r"\w+", a.strip()) else None
+                if m is None and declared:  # constexpr std::bool_constant<true> True; ... k(True)
+                    m = re.fullmatch(shape, " ".join(re.sub(r"\b(constexpr|const)\b", "", declared).split()))
+                if m and m.group(1) not in {t for _, t in host.template_params}:
                     per_param.setdefault(tname, set()).add(m.group(1))
+    for _, t in fn.template_params:
+        if not per_param.get(t) and t in fn.template_defaults:
+            per_param[t] = {fn.template_defaults[t]}
     if not all(per_param.get(t) for _, t in fn.template_params):
         return []
     names = [t for _, t in fn.template_params]

@@ -93,6 +93,7 @@ class Function:
     calls: set = field(default_factory=set)  # names of functions called in the body
     has_error: bool = False
     member: bool = False  # a member function of a class (its host ones are dropped)
+    template_defaults: dict = field(default_factory=dict)  # template parameter -> default text
 
 
 @dataclass
@@ -278,13 +279,20 @@ def _function(src, node, outer, template, member=False) -> Function:
         plist = decl.child_by_field_name("parameters")
         params = [_param(src, p, i) for i, p in enumerate(plist.named_children)
                   if p.type == "parameter_declaration"] if plist is not None else []
-    tparams = []
+    tparams, defaults = [], {}
     if template is not None:
         for p in template.child_by_field_name("parameters").named_children:
             ident = [n for n in walk(p) if n.type in ("type_identifier", "identifier")]
             kind_t = "type" if p.type.startswith(("type_parameter", "optional_type")) else "value"
             if ident:
                 tparams.append((kind_t, node_text(src, ident[-1] if kind_t == "value" else ident[0])))
+                dflt = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+                if dflt is not None:
+                    ident = [n for n in walk(p) if n.type in ("type_identifier", "identifier")
+                             and n.end_byte <= dflt.start_byte]
+                    if ident:
+                        tparams[-1] = (kind_t, node_text(src, ident[-1] if kind_t == "value" else ident[0]))
+                    defaults[tparams[-1][1]] = node_text(src, dflt)
     body = node.child_by_field_name("body")
     calls = set()
     if body is not None:
@@ -294,7 +302,7 @@ def _function(src, node, outer, template, member=False) -> Function:
                 if fn is not None and fn.type in ("identifier", "template_function"):
                     calls.add(node_text(src, fn).split("<")[0].strip())
     return Function(name, kind, node, outer, node.start_point[0] + 1, tparams, params, calls,
-                    node.has_error, member)
+                    node.has_error, member, defaults)
 
 
 _QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned(?=\s+\w))\b")
