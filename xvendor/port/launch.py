@@ -46,19 +46,23 @@ _modules: dict = {}
 _lock = threading.Lock()
 
 
-def load(path, warp=32, instantiate=(), kernels=None) -> "Module":
-    """Translate and compile ``path`` (cached by source hash); see the module docstring."""
+def load(path, warp=32, instantiate=(), kernels=None, include_dirs=(), defines=()) -> "Module":
+    """Translate and compile ``path`` (cached by source hash); see the module docstring.
+    ``include_dirs``: where else ``#include "x.h"`` is looked for; ``defines``: NAME[=V]."""
     warp = str(warp)
     if warp not in ("32", "native"):
         raise ArgumentError("port.load", "warp", f"must be 32 or 'native', got {warp!r}")
-    unit = parse.parse_file(path)
+    unit = parse.parse_file(path, include_dirs=include_dirs)
     inst = tuple(instantiate)
-    key = (hashlib.sha256(unit.source).hexdigest(), warp, inst, tuple(kernels or ()))
+    key = (hashlib.sha256(unit.source).hexdigest(), warp, inst, tuple(kernels or ()),
+           tuple(defines))
     with _lock:
         mod = _modules.get(key)
         if mod is None:
-            res = build.compile_translation(path, warp=warp, instantiate=list(inst), kernels=kernels)
+            res = build.compile_translation(path, warp=warp, instantiate=list(inst), kernels=kernels,
+                                            include_dirs=include_dirs, defines=defines)
             mod = _modules[key] = Module(path, res, warp, inst, kernels)
+            mod._opts = {"include_dirs": tuple(include_dirs), "defines": tuple(defines)}
         return mod
 
 
@@ -100,7 +104,8 @@ class Module:
         if "<" not in norm:
             raise KeyError(f"kernel {name!r} is a template: use mod['{name}<...>'] with its "
                            f"arguments; compiled: {[', '.join(i.args) for i in rep.instantiations]}")
-        mod = load(self.path, self.warp, self._instantiate + (spec,), self._select)
+        mod = load(self.path, self.warp, self._instantiate + (spec,), self._select,
+                   **getattr(self, "_opts", {}))
         return mod[spec]
 
     def __dir__(self):
