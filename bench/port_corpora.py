@@ -237,6 +237,8 @@ def main() -> int:
               f"translate {r['translate_s']}s build {r['build_s']}s wall {r['wall_s']}s", flush=True)
         for reason, n in r["reasons"][:12]:
             print(f"   {n:4d}  {reason}", flush=True)
+        if a.json:  # after each corpus: a long run that is stopped keeps what it measured
+            Path(a.json).write_text(json.dumps(out, indent=1))
     tot_f, tot_c = sum(r["found"] for r in out), sum(r["compiled"] for r in out)
     print(f"TOTAL kernels {tot_f} compiled {tot_c} ({100 * tot_c / max(tot_f, 1):.1f}%)")
     if a.json:
