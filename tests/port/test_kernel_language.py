@@ -32,7 +32,7 @@ def test_only_device_code_is_emitted():
     insts = [i.args for i in t.report("scale_unrolled").instantiations]
     assert insts == [["float", "4"], ["float", "2"]]  # local constant; the default
     assert {k.name: k.status for k in t.kernels} == dict.fromkeys(
-        ["affine_square", "bytes_and_ints", "finite_sum", "scale_unrolled"], "ok")
+        ["affine_square", "bytes_and_ints", "finite_sum", "scale_unrolled", "smooth3"], "ok")
 
 
 @pytest.mark.l0
@@ -98,3 +98,15 @@ def test_local_constant_and_default_template_arguments(kl):
     kl["scale_unrolled<float, 2>"][(n + 127) // 128, 64](y, 0.5, n)
     kl["scale_unrolled<float, 4>"][(n + 255) // 256, 64](y, 3.0, n)
     torch.testing.assert_close(y.double(), want)
+
+
+@pytest.mark.l1
+@pytest.mark.parametrize("block", [32, 256])
+def test_initialized_constant_symbols_are_const_globals(kl, block):
+    n = 900
+    x, y = torch.randn(n), torch.full((n,), float("nan"))
+    kl.smooth3[(n + block - 1) // block, block](x, y, n)
+    xd = x.double()
+    want = 0.25 * xd[:-2] + 0.5 * xd[1:-1] + 0.25 * xd[2:] + 1e-3
+    torch.testing.assert_close(y[1:-1].double(), want, atol=1e-6, rtol=1e-6)
+    assert y[0].isnan() and y[-1].isnan()  # not written

@@ -135,18 +135,56 @@ def _subst(text: str, mapping: dict) -> str:
 
 
 def _globals(unit: Unit) -> dict:
-    """__constant__ / __device__ variables at file scope: name -> qualifier."""
+    """__constant__ / __device__ variables at file scope that still need a home: name ->
+    qualifier. A ``__constant__`` variable with an initializer that the host never writes
+    (no ``cudaMemcpyToSymbol(name, ...)``) is a plain ``const`` global instead, which SYCL
+    device code reads as is (``_constant_edits``)."""
     out = {}
+    for n, quals, names, const in _symbol_declarations(unit):
+        if not const:
+            for name in names:
+                out[name] = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
+    return out
+
+
+def _symbol_declarations(unit: Unit) -> list:
+    """[(declaration, qualifiers, names, becomes const)] of file-scope symbols (memoized)."""
+    cached = unit.__dict__.get("_xv_symbols")
+    if cached is not None:
+        return cached
+    cached = []
     for n in walk(unit.tree.root_node):
         if n.type == "declaration" and _file_scope(n) and not any(
                 c.type == "function_declarator" for c in walk(n)):
             quals = {c.type for c in walk(n)} & {"__constant__", "__device__"}
-            if quals:
-                for d in n.children_by_field_name("declarator"):
-                    ids = [x for x in walk(d) if x.type == "identifier"]
-                    if ids:
-                        out[node_text(unit.source, ids[0])] = quals.pop() if len(quals) == 1 else "__constant__"
-    return out
+            if not quals:
+                continue
+            names, inits = [], []
+            for d in n.children_by_field_name("declarator"):
+                ids = [x for x in walk(d) if x.type == "identifier"]
+                if ids:
+                    names.append(node_text(unit.source, ids[0]))
+                    inits.append(d.type == "init_declarator")
+            written = any(re.search(rb"cudaMemcpyToSymbol(Async)?\s*\(\s*" + re.escape(nm.encode()) + rb"\b",
+                                    unit.source) for nm in names)
+            const = "__constant__" in quals and bool(inits) and all(inits) and not written
+            cached.append((n, quals, names, const))
+    unit.__dict__["_xv_symbols"] = cached
+    return cached
+
+
+def _constant_edits(unit: Unit) -> list:
+    """``__constant__ float k[3] = {...};`` -> ``const float k[3] = {...};``."""
+    edits = []
+    for n, quals, names, const in _symbol_declarations(unit):
+        if not const:
+            continue
+        text = node_text(unit.source, n)
+        text = re.sub(r"\b__constant__\b", "", text).strip()
+        if not re.search(r"\b(const|constexpr)\b", text.split("=")[0]):
+            text = "const " + text
+        edits.append((n.start_byte, n.end_byte, text))
+    return edits
 
 
 def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
@@ -281,7 +319,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
-    edits += _file_scope_edits(unit, gvars)
+    edits += _constant_edits(unit) + _file_scope_edits(unit, gvars)
     kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
     targs = {w for f in kept for i in reports[f.name].instantiations for a in i.args
              for w in re.findall(r"[A-Za-z_]\w*", a)}
@@ -406,7 +444,10 @@ _HOST_API = re.compile(r"\b(nccl|cublas|cudnn|curand|cufft|cusparse|MPI_)\w*|\bc
 def _file_scope_edits(unit, gvars) -> list:
     """Drop includes, host globals and prototypes, __constant__/__device__ variables."""
     s, edits = unit.source, []
+    consts = {n.id for n, _, _, const in _symbol_declarations(unit) if const}
     for n in walk(unit.tree.root_node):
+        if n.id in consts:
+            continue  # becomes a const global (_constant_edits)
         if n.type == "preproc_include":
             edits.append((n.start_byte, n.end_byte, "\n"))
         elif n.type == "type_definition" and _HOST_API.search(node_text(s, n)) and _file_scope(n):
