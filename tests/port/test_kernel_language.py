@@ -32,7 +32,7 @@ def test_only_device_code_is_emitted():
     insts = [i.args for i in t.report("scale_unrolled").instantiations]
     assert insts == [["float", "4"], ["float", "2"]]  # local constant; the default
     assert {k.name: k.status for k in t.kernels} == dict.fromkeys(
-        ["affine_square", "bytes_and_ints", "finite_sum", "scale_unrolled", "smooth3"], "ok")
+        ["affine_square", "bytes_and_ints", "finite_sum", "scale_unrolled", "smooth3", "apply_gain"], "ok")
 
 
 @pytest.mark.l0
@@ -110,3 +110,19 @@ def test_initialized_constant_symbols_are_const_globals(kl, block):
     want = 0.25 * xd[:-2] + 0.5 * xd[1:-1] + 0.25 * xd[2:] + 1e-3
     torch.testing.assert_close(y[1:-1].double(), want, atol=1e-6, rtol=1e-6)
     assert y[0].isnan() and y[-1].isnan()  # not written
+
+
+@pytest.mark.l1
+def test_constant_and_device_symbols_are_module_owned(kl):
+    n, gains = 1000, torch.tensor([0.5, 2.0, -1.0, 3.0])
+    assert sorted(kl.symbols) == ["c_gain", "n_written"]
+    kl.symbols["c_gain"] = gains                                  # cudaMemcpyToSymbol
+    assert torch.equal(kl.symbols["c_gain"].view(torch.float32), gains)
+    kl.symbols["n_written"] = torch.zeros(1, dtype=torch.int32)
+    x = torch.randn(n)
+    y = x.clone()
+    kl.apply_gain[(n + 127) // 128, 128](y, n)
+    torch.testing.assert_close(y, x * gains[torch.arange(n) % 4])
+    assert int(kl.symbols["n_written"].view(torch.int32)) == n  # cudaMemcpyFromSymbol
+    with pytest.raises(Exception, match="must be 16 bytes"):
+        kl.symbols["c_gain"] = torch.zeros(3)

@@ -83,6 +83,15 @@ class Module:
     def report(self) -> dict:
         return self.translation.as_json()
 
+    @property
+    def symbols(self) -> "Symbols":
+        """The file's ``__constant__``/``__device__`` variables: ``mod.symbols["c"] = t``
+        writes them (``cudaMemcpyToSymbol``), ``mod.symbols["c"]`` reads them back as a
+        uint8 tensor (``.view(torch.float32)`` etc.)."""
+        if "_symbols" not in self.__dict__:
+            self.__dict__["_symbols"] = Symbols(self)
+        return self.__dict__["_symbols"]
+
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
@@ -110,6 +119,62 @@ class Module:
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | {k for k in self._kernels if "<" not in k})
+
+
+class Symbols:
+    """NOTE [module symbols]: each ``__constant__``/``__device__`` variable the host may
+    write is a buffer the module owns (zero-filled, as CUDA's), passed to every kernel that
+    uses it as a hidden trailing pointer parameter; the wrapper publishes the address in a
+    work-group-static slot that the symbol's name reads through. Values persist between
+    launches (copied back after each CPU-device launch). Its size comes from a generated
+    ``sizeof`` kernel, so struct-typed symbols work too."""
+
+    def __init__(self, module):
+        from . import translate as tr
+        self.module = module
+        self.table = tr.symbols(module.translation.unit)
+        self.data = {}
+
+    def __contains__(self, name):
+        return name in self.table
+
+    def __iter__(self):
+        return iter(self.table)
+
+    def buffer(self, name):
+        """The host copy of ``name``'s bytes (a uint8 tensor), created zero-filled."""
+        import torch
+
+        from xvendor.xpu import runtime
+        if name not in self.table:
+            raise KeyError(f"{self.module.path} has no __constant__/__device__ symbol {name!r}; "
+                           f"symbols: {sorted(self.table)}")
+        if name not in self.data:
+            prog = self.module.result.program
+            if prog is None:
+                raise KeyError(f"symbol {name!r}: nothing of {self.module.path} compiled")
+            q = runtime.cpu_queue()
+            out, buf = torch.zeros(1, dtype=torch.int64), runtime.DeviceBuffer(q, 8)
+            runtime.launch(q, prog.kernel(f"__xv_sym_size__{name}"), (1, 1, 1), (1, 1, 1),
+                           [(runtime.PTR, buf.ptr)], wait=True)
+            buf.read(out.data_ptr(), 8)
+            self.data[name] = torch.zeros(int(out), dtype=torch.uint8)
+        return self.data[name]
+
+    def __getitem__(self, name):
+        return self.buffer(name).clone()
+
+    def __setitem__(self, name, value):
+        import torch
+        buf = self.buffer(name)
+        if isinstance(value, torch.Tensor):
+            raw = value.detach().cpu().contiguous().view(-1).view(torch.uint8)
+        else:
+            raw = torch.frombuffer(bytearray(memoryview(value).cast("B")), dtype=torch.uint8)
+        if raw.numel() != buf.numel():
+            raise ArgumentError(f"port.symbols[{name!r}]", "value",
+                                f"must be {buf.numel()} bytes ({self.table[name][1]}), got {raw.numel()}")
+        buf.copy_(raw)
 
 
 class Kernel:
@@ -159,6 +224,10 @@ class Kernel:
         kargs, keep, back = [], [], []
         for (name, kind, base, writable), a in zip(params, args):
             kargs.append(_argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable))
+        for sym in getattr(self.inst, "symbols", ()):  # NOTE [module symbols]
+            t = self.module.symbols.buffer(sym)
+            kargs.append(_argument(op, sym, "ptr", None, t if on_cpu else t.to(next(
+                a.device for a in args if isinstance(a, torch.Tensor))), queue, on_cpu, keep, back, True))
         if self.report.dynamic_shared:
             kargs.append((runtime.LOCAL, max(smem, 1)))
         glob, local = nd_range(grid, block)

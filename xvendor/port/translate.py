@@ -42,6 +42,7 @@ class Instantiation:
     args: list  # template argument texts; [] for a plain kernel
     sycl_name: str
     params: list  # [(name, kind, pointee base type or None, writable)] of the wrapper
+    symbols: list = field(default_factory=list)  # hidden trailing parameters: module symbols
 
 
 @dataclass
@@ -141,10 +142,101 @@ def _globals(unit: Unit) -> dict:
     device code reads as is (``_constant_edits``)."""
     out = {}
     for n, quals, names, const in _symbol_declarations(unit):
-        if not const:
+        if not const and _initialized(unit, n):
             for name in names:
                 out[name] = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
     return out
+
+
+_ZERO_INIT = re.compile(r"=\s*(\{\s*\}|\{\s*0+(\.0*)?[fFuUlL]*\s*\}|0+(\.0*)?[fFuUlL]*)\s*$")
+
+
+def _initialized(unit, decl) -> bool:
+    """A declarator has an initializer other than zero (CUDA zero-fills the others)."""
+    for d in decl.children_by_field_name("declarator"):
+        if d.type == "init_declarator" and not _ZERO_INIT.search(node_text(unit.source, d)):
+            return True
+    return False
+
+
+def symbols(unit) -> dict:
+    """Module-owned symbols: name -> (qualifier, type text with its array extents, e.g.
+    ``float[16]``): file-scope ``__constant__``/``__device__`` variables that become
+    ``device_global``s (the host reads and writes them through ``mod.symbols``)."""
+    out = {}
+    for n, quals, names, const in _symbol_declarations(unit):
+        if const or _initialized(unit, n) or len(names) != 1:
+            continue
+        q = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
+        out[names[0]] = (q, _symbol_type(unit, n))
+    return out
+
+
+def _symbol_type(unit, decl) -> str:
+    s = unit.source
+    ty = " ".join(node_text(s, c) for c in decl.children
+                  if c.type not in ("storage_class_specifier", ";", ",") and
+                  c not in decl.children_by_field_name("declarator") and
+                  node_text(s, c) not in ("__constant__", "__device__", "__managed__"))
+    d = decl.children_by_field_name("declarator")[0]
+    if d.type == "init_declarator":
+        d = d.child_by_field_name("declarator")
+    name = next(node_text(s, x) for x in walk(d) if x.type == "identifier")
+    return (ty + node_text(s, d).replace(name, "", 1)).strip()
+
+
+def _symbol_edits(unit) -> list:
+    """Each symbol's declaration -> a work-group-static address slot, its type, and an
+    extern "C" kernel that reports its size (NOTE [module symbols] in launch.py)."""
+    edits, table = [], symbols(unit)
+    for n, quals, names, const in _symbol_declarations(unit):
+        if len(names) != 1 or names[0] not in table:
+            continue
+        name, ty = names[0], table[names[0]][1]
+        edits.append((n.start_byte, n.end_byte,
+                      f"inline syclex::work_group_static<void *> {name}__xv_sym; "
+                      f"using {name}__xv_type = {_abstract(ty)};\n"
+                      f'extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>))\n'
+                      f"void __xv_sym_size__{name}(unsigned long long *out) {{ *out = sizeof({name}__xv_type); }}"))
+    return edits
+
+
+def _abstract(ty: str) -> str:
+    """``float[4]`` stays; ``unsigned int`` stays (a type-id for ``using X = ...``)."""
+    return ty
+
+
+def symbols_used(unit, reach) -> list:
+    """The module symbols the functions in ``reach`` name, in a stable order."""
+    table = symbols(unit)
+    used = set()
+    for f in reach:
+        body = f.node.child_by_field_name("body")
+        if body is not None:
+            used |= {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"} & set(table)
+    return sorted(used)
+
+
+def _symbol_uses(unit, fn) -> list:
+    """``name`` -> ``name.get()`` for the symbols ``fn`` uses (a local of that name wins)."""
+    table = symbols(unit)
+    if not table:
+        return []
+    body = fn.node.child_by_field_name("body")
+    if body is None:
+        return []
+    local = {p.name for p in fn.params}
+    for n in walk(body):
+        if n.type == "declaration":
+            for d in n.children_by_field_name("declarator"):
+                ids = [x for x in walk(d) if x.type == "identifier"]
+                if ids:
+                    local.add(node_text(unit.source, ids[0]))
+    return [(n.start_byte, n.end_byte, f"::xvc::sym<{node_text(unit.source, n)}__xv_type>("
+             f"{node_text(unit.source, n)}__xv_sym)") for n in walk(body)
+            if n.type == "identifier" and node_text(unit.source, n) in table
+            and node_text(unit.source, n) not in local
+            and not (n.parent is not None and n.parent.type == "qualified_identifier")]
 
 
 def _symbol_declarations(unit: Unit) -> list:
@@ -201,7 +293,8 @@ def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     if body is not None:
         used = {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"}
         for name in sorted(used & set(gvars)):
-            return f"{gvars[name]} symbol '{name}' (pass it as a kernel argument instead)"
+            return (f"{gvars[name]} symbol '{name}' with a non-zero initializer (the host could "
+                    "not rewrite it; make it __constant__ const or set it from the host)")
         for n in walk(body):
             if n.type == "declaration" and any(c.type == "type_qualifier" and
                                                node_text(unit.source, c) == "__shared__"
@@ -319,7 +412,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
-    edits += _constant_edits(unit) + _file_scope_edits(unit, gvars)
+    edits += _constant_edits(unit) + _symbol_edits(unit) + _file_scope_edits(unit, gvars)
     kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
     targs = {w for f in kept for i in reports[f.name].instantiations for a in i.args
              for w in re.findall(r"[A-Za-z_]\w*", a)}
@@ -334,7 +427,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
 def _shared_edits(unit, fn) -> list:
     """__shared__ declarations, and device functions passed as values (SYCL device code
     cannot call through a function pointer: each becomes a forwarding lambda)."""
-    edits = []
+    edits = _symbol_uses(unit, fn)
     body = fn.node.child_by_field_name("body")
     if body is None:
         return edits
@@ -412,14 +505,20 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
                 call.append(f"*{p.name}__xv_value")
                 continue
             call.append(p.name)
+        syms = symbols_used(unit, _reachable(unit, fn))
+        decls += [f"void *__xv_sym_{s_}" for s_ in syms]
         if rep.dynamic_shared:
             decls.append("syclex::work_group_memory<char[]> __xv_smem")
         targs = f"<{', '.join(args)}>" if args else ""
         name = sycl_name(fn.name, args)
         prologue = "::xvc::set_dyn_smem(__xv_smem); " if rep.dynamic_shared else ""
+        if syms:  # NOTE [module symbols]: one barrier, then every device function sees them
+            prologue += ("{ auto it = ::xvc::item(); if (it.get_local_linear_id() == 0) { "
+                         + " ".join(f"{s_}__xv_sym = __xv_sym_{s_};" for s_ in syms)
+                         + " } sycl::group_barrier(it.get_group()); } ")
         wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
                         f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
-        rep.instantiations.append(Instantiation(list(args), name, params))
+        rep.instantiations.append(Instantiation(list(args), name, params, syms))
     if not insts and inst_mod.block_bound(unit, fn):
         rep.block_bound = True
         rep.reason = ("its template argument is the launch's block size (a run-time value at the "
@@ -444,7 +543,9 @@ _HOST_API = re.compile(r"\b(nccl|cublas|cudnn|curand|cufft|cusparse|MPI_)\w*|\bc
 def _file_scope_edits(unit, gvars) -> list:
     """Drop includes, host globals and prototypes, __constant__/__device__ variables."""
     s, edits = unit.source, []
-    consts = {n.id for n, _, _, const in _symbol_declarations(unit) if const}
+    table = symbols(unit)
+    consts = {n.id for n, _, names, const in _symbol_declarations(unit)
+              if const or (len(names) == 1 and names[0] in table)}
     for n in walk(unit.tree.root_node):
         if n.id in consts:
             continue  # becomes a const global (_constant_edits)

@@ -91,3 +91,16 @@ __global__ void smooth3(const float *x, float *y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i > 0 && i < n - 1) y[i] = kTaps[0] * x[i - 1] + kTaps[1] * x[i] + kTaps[2] * x[i + 1] + kEps;
 }
+
+__constant__ float c_gain[4];          // written by the host (cudaMemcpyToSymbol)
+__device__ unsigned int n_written = 0;  // a device counter the host reads back
+
+__device__ float gain_of(int i) { return c_gain[i & 3]; }
+
+__global__ void apply_gain(float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    y[i] *= gain_of(i);
+    atomicAdd(&n_written, 1u);
+  }
+}

@@ -111,6 +111,12 @@ inline void set_dyn_smem(const syclex::work_group_memory<char[]> &mem) {
 }
 inline char *dyn_smem() { return dyn_smem_base; }
 
+// __constant__ / __device__ symbols: module-owned buffers passed as hidden kernel
+// parameters; the wrapper stores each address in a work-group-static slot once, so every
+// device function sees the symbol by its name (device_global builds, but kernels with
+// work-group statics or a required sub-group size then fail to launch on RTC 2026.2).
+template <class T> inline T &sym(void *p) { return *static_cast<T *>(p); }
+
 }  // namespace xvc
 
 #define threadIdx (::xvc::thread_idx())
