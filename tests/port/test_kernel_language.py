@@ -126,3 +126,22 @@ def test_constant_and_device_symbols_are_module_owned(kl):
     assert int(kl.symbols["n_written"].view(torch.int32)) == n  # cudaMemcpyFromSymbol
     with pytest.raises(Exception, match="must be 16 bytes"):
         kl.symbols["c_gain"] = torch.zeros(3)
+
+
+@pytest.mark.l0
+def test_at_dispatch_aliases_instantiate_per_dispatched_type():
+    from xvendor.port import parse, translate
+    src = b"""
+    template <typename scalar_t> __global__ void scale(scalar_t *y, int n) { y[0] *= 2; }
+    template <typename scalar_t, int D> struct Functor {
+      static void run(scalar_t *y) { scale<scalar_t><<<1, 32>>>(y, D); }  // not concrete here
+    };
+    void host(at::Tensor y) {
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16,
+          y.scalar_type(), "scale", ([&] { scale<scalar_t><<<1, 32>>>(y.data_ptr<scalar_t>(), 4); }));
+    }
+    """
+    t = translate.translate(parse.parse_source(src))
+    assert [i.args for i in t.report("scale").instantiations] == [
+        ["float"], ["double"], ["__half"], ["__nv_bfloat16"]]
+    assert "Functor" not in t.source and "AT_DISPATCH" not in t.source

@@ -23,9 +23,12 @@ def instantiations(unit, fn, typedefs, extra) -> list:
     """Template argument lists for kernel ``fn``: launch sites, deduction, ``extra``."""
     out = []
     names = [t for _, t in fn.template_params]
+    host_params = _host_template_params(unit)
 
     def add(args):
         args = list(args)
+        if set(re.findall(r"[A-Za-z_]\w*", " ".join(args))) & host_params:
+            return  # names a host template's parameter: not a concrete instantiation
         if len(args) < len(names):  # the rest from the defaults (k<float><<<...>>> with U = int)
             rest = [fn.template_defaults.get(t) for t in names[len(args):]]
             if None in rest:
@@ -47,6 +50,31 @@ def instantiations(unit, fn, typedefs, extra) -> list:
     return out
 
 
+def _host_template_params(unit) -> set:
+    """Parameter names of every template that is not device code (host function and class
+    templates): a launch argument naming one is not concrete."""
+    cached = unit.__dict__.get("_xv_host_tparams")
+    if cached is None:
+        cached = set()
+        for n in walk(unit.tree.root_node):
+            if n.type != "template_declaration":
+                continue
+            head = node_text(unit.source, n)[:600]
+            body = n.named_children[-1] if n.named_children else None
+            if body is not None and body.type == "function_definition" and re.search(
+                    r"\b(__global__|__device__)\b", head):
+                continue
+            plist = n.child_by_field_name("parameters")
+            for p in plist.named_children if plist is not None else []:
+                ids = [x for x in walk(p) if x.type in ("type_identifier", "identifier")]
+                dflt = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+                ids = [x for x in ids if dflt is None or x.end_byte <= dflt.start_byte]
+                if ids:
+                    cached.add(node_text(unit.source, ids[-1] if "type_parameter" not in p.type else ids[0]))
+        unit.__dict__["_xv_host_tparams"] = cached
+    return cached
+
+
 def block_bound(unit, fn) -> bool:
     """``k<bs><<<grid, bs>>>``: one non-type template parameter, given at every launch site
     as the very expression that is the block size."""
@@ -63,6 +91,14 @@ def _through_host_templates(unit, launch) -> list:
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
     args = _local_constants(unit, launch)
+    dispatch = _dispatch_types(unit, launch)
+    if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
+        out = []
+        for alias, types in dispatch.items():
+            for t in types:
+                out.append([re.sub(rf"\b{alias}\b", t, a) for a in args])
+        if len(dispatch) == 1:
+            return [o for o in out if not _runtime_values(unit, launch, o)]
     if not any(a.strip() in own for a in args):
         return [] if _runtime_values(unit, launch, args) else [args]
     out = []
@@ -78,6 +114,46 @@ def _through_host_templates(unit, launch) -> list:
             sub = dict(zip(own, given))
             out.append([sub.get(a.strip(), a) for a in args])
     return out
+
+
+_INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
+_SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
+                 "Int": "int32_t", "Long": "int64_t", "Short": "int16_t", "Char": "int8_t",
+                 "Byte": "uint8_t", "Bool": "bool"}
+
+
+def _dispatch_types(unit, launch) -> dict:
+    """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
+    -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
+    dispatch macro binds, and the C++ types it binds them to (c10's Half/BFloat16 as CUDA's)."""
+    n = launch.node.parent
+    while n is not None and n.type != "function_definition":
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            name = node_text(unit.source, f) if f is not None else ""
+            if name.startswith("AT_DISPATCH_"):
+                break
+        n = n.parent
+    else:
+        return {}
+    if n is None or n.type == "function_definition":
+        return {}
+    if "INDEX_TYPES" in name:
+        return {"index_t": ["int32_t", "int64_t"]}
+    types = []
+    if "FLOATING" in name or "ALL_TYPES" in name:
+        types += ["float", "double"]
+    if "INTEGRAL" in name or "ALL_TYPES" in name:
+        types += _INTS
+    if "HALF" in name:
+        types.append("__half")
+    if re.search(r"_AND\d?$", name):
+        args = node_text(unit.source, n.child_by_field_name("arguments"))
+        for m in re.finditer(r"\b(?:k|ScalarType::)(Half|BFloat16|Float|Double|Int|Long|Short|Char|Byte|Bool)\b", args):
+            types.append(_SCALAR_TYPES[m.group(1)])
+    if "REDUCED_FLOATING" in name:
+        types = ["__half", "__nv_bfloat16"]
+    return {"scalar_t": list(dict.fromkeys(types))} if types else {}
 
 
 def _local_constants(unit, launch) -> list:
