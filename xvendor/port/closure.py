@@ -30,7 +30,7 @@ _PREPROC = {"preproc_def", "preproc_function_def", "preproc_call", "preproc_incl
             "parenthesized_expression", "number_literal", "preproc_arg", "call_expression",
             "namespace", "namespace_identifier", "{", "}", "extern", "string_literal", "\n",
             "preproc_directive", "char_literal", "true", "false"}
-_ALWAYS = {"using_declaration", "static_assert_declaration", "namespace_alias_definition"}
+_ALWAYS = {"static_assert_declaration", "namespace_alias_definition"}
 _NAMES = ("identifier", "type_identifier", "namespace_identifier", "field_identifier")
 _DEVICE = {"__device__", "__global__"}
 
@@ -48,7 +48,10 @@ def items(unit, spaces=None) -> list:
         for c in n.children:
             if spaces is not None:
                 spaces[c.id] = path
-            if c.type in CONTAINERS:
+            if c.type == "linkage_specification" and (c.child_by_field_name("body") is None or
+                                                      c.child_by_field_name("body").type != "declaration_list"):
+                out.append(c)  # extern "C" void f(); is one item: never leave a bare extern "C"
+            elif c.type in CONTAINERS:
                 stack.append((c, path))
             elif c.type not in _PREPROC and c.type != ";" and c.is_named:
                 # the condition of an #if is a field of the preproc node, not an item
@@ -60,9 +63,16 @@ def items(unit, spaces=None) -> list:
     return out
 
 
+def _unwrap(item):
+    """``extern "C" <declaration>`` -> the declaration."""
+    if item.type == "linkage_specification" and item.child_by_field_name("body") is not None:
+        return item.child_by_field_name("body")
+    return item
+
+
 def _declared(unit, item) -> set:
     """Names ``item`` declares (functions, types, variables, enumerators, aliases)."""
-    s, n = unit.source, item
+    s, n = unit.source, _unwrap(item)
     while n.type == "template_declaration":
         inner = [c for c in n.named_children if c.type != "template_parameter_list"]
         if not inner:
@@ -90,11 +100,16 @@ def _declared(unit, item) -> set:
                 out.add(node_text(s, ids[0]))
     elif n.type == "alias_declaration":
         out.add(node_text(s, n.child_by_field_name("name")))
+    elif n.type == "using_declaration":  # using std::min; declares min here
+        ids = [x for x in walk(n) if x.type in ("identifier", "type_identifier")]
+        if ids:
+            out.add(node_text(s, ids[-1]))
     return out
 
 
 def _is_device_code(unit, item) -> bool:
     """A kernel, a ``__device__``/``constexpr`` function, or a function template of one."""
+    item = _unwrap(item)
     kinds = {c.type for c in item.children}
     n = item
     while n.type == "template_declaration":
@@ -108,7 +123,7 @@ def _is_device_code(unit, item) -> bool:
 
 def _kind(unit, item) -> str:
     """'function' | 'type' | 'variable' | 'instantiation' | 'other'."""
-    n = item
+    n = _unwrap(item)
     while n.type == "template_declaration":
         n = n.named_children[-1]
     if n.type == "template_instantiation":
@@ -122,7 +137,7 @@ def _kind(unit, item) -> str:
             return "type"  # struct X {...};
         return "variable"
     if n.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
-                  "type_definition", "alias_declaration", "concept_definition"):
+                  "type_definition", "alias_declaration", "concept_definition", "using_declaration"):
         return "type"
     return "other"
 
@@ -226,7 +241,7 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
 
 def _device_variable(unit, item) -> bool:
     """``__constant__``/``__device__`` variables and compile-time constants."""
-    text = node_text(unit.source, item)
+    text = node_text(unit.source, _unwrap(item))
     words = set(re.findall(r"\w+", text.split("=")[0]))
     return bool(words & {"__constant__", "__device__", "__shared__", "const", "constexpr"})
 

@@ -135,12 +135,12 @@ class Unit:
         return None
 
 
-_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]+)"|<([^>]+)>)[^\n]*$', re.M)
 _ALIGN = re.compile(rb"__align__(\s*)\(")
 
 
-def _find_include(name: str, here: Path, include_dirs) -> Path | None:
-    for d in (here, *include_dirs):
+def _find_include(name: str, here, include_dirs) -> Path | None:
+    for d in ([here] if here is not None else []) + list(include_dirs):
         p = (Path(d) / name)
         if p.is_file():
             return p.resolve()
@@ -154,7 +154,11 @@ def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list,
     out = []
     for i, line in enumerate(src.split(b"\n"), 1):
         m = _LOCAL_INCLUDE.match(line)
-        p = _find_include(m.group(1).decode(), path.parent, include_dirs) if m else None
+        p = None
+        if m and m.group(1):  # "x.h": next to the file, then -I
+            p = _find_include(m.group(1).decode(), path.parent, include_dirs)
+        elif m and include_dirs:  # <x.h>: only -I (system and CUDA headers stay out)
+            p = _find_include(m.group(2).decode(), None, include_dirs)
         if p is not None:
             if p not in seen:
                 seen.add(p)

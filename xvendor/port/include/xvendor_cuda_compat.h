@@ -45,6 +45,7 @@
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+#define __grid_constant__
 #define __ldg(p) (*(p))
 #define __ldcs(p) (*(p))
 #define __ldcg(p) (*(p))
@@ -650,3 +651,15 @@ inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
 inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
 inline __nv_bfloat162 __float2bfloat162_rn(float a) { return {__nv_bfloat16(a), __nv_bfloat16(a)}; }
 inline float2 __bfloat1622float2_(const __nv_bfloat162 &v) { return {float(v.x), float(v.y)}; }
+
+// CUDA's integer min/max device functions
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicXor(T *p, U v) { return atomicXor<T>(p, T(v)); }
+template <class T, class U, class V, class = std::enable_if_t<!(std::is_same_v<T, U> && std::is_same_v<T, V>)>>
+inline T atomicCAS(T *p, U expected, V desired) { return atomicCAS<T>(p, T(expected), T(desired)); }
