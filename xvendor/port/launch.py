@@ -130,9 +130,9 @@ class Symbols:
     ``sizeof`` kernel, so struct-typed symbols work too."""
 
     def __init__(self, module):
-        from . import translate as tr
+        from . import symbols as sym_mod
         self.module = module
-        self.table = tr.symbols(module.translation.unit)
+        self.table = sym_mod.symbols(module.translation.unit)
         self.data = {}
 
     def __contains__(self, name):

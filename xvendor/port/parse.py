@@ -353,3 +353,15 @@ def _launch(src, call, host) -> Launch:
             if a.type != "comment"] if args_node is not None else []
     return Launch(name.split("::")[-1].strip(), targs, config, args, host,
                   call.start_point[0] + 1, call)
+
+
+def at_file_scope(n) -> bool:
+    """At namespace scope: its parents up to the first that is not an #if branch are the
+    file, a namespace or an extern "C" block (a declaration under an #if inside a function
+    is not)."""
+    p = n.parent
+    while p is not None and p.type in ("preproc_if", "preproc_ifdef", "preproc_else",
+                                       "preproc_elif", "preproc_elifdef"):
+        p = p.parent
+    return p is not None and p.type in ("translation_unit", "declaration_list",
+                                        "linkage_specification")

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import closure, conditions, constructs, instantiate as inst_mod, lints as lints_mod
+from . import symbols as sym_mod
+from .parse import at_file_scope as _file_scope
 from .parse import Function, Unit, node_text, split_template_args, walk
 
 __all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
@@ -135,150 +137,6 @@ def _subst(text: str, mapping: dict) -> str:
     return text
 
 
-def _globals(unit: Unit) -> dict:
-    """__constant__ / __device__ variables at file scope that still need a home: name ->
-    qualifier. A ``__constant__`` variable with an initializer that the host never writes
-    (no ``cudaMemcpyToSymbol(name, ...)``) is a plain ``const`` global instead, which SYCL
-    device code reads as is (``_constant_edits``)."""
-    out = {}
-    for n, quals, names, const in _symbol_declarations(unit):
-        if not const and _initialized(unit, n):
-            for name in names:
-                out[name] = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
-    return out
-
-
-_ZERO_INIT = re.compile(r"=\s*(\{\s*\}|\{\s*0+(\.0*)?[fFuUlL]*\s*\}|0+(\.0*)?[fFuUlL]*)\s*$")
-
-
-def _initialized(unit, decl) -> bool:
-    """A declarator has an initializer other than zero (CUDA zero-fills the others)."""
-    for d in decl.children_by_field_name("declarator"):
-        if d.type == "init_declarator" and not _ZERO_INIT.search(node_text(unit.source, d)):
-            return True
-    return False
-
-
-def symbols(unit) -> dict:
-    """Module-owned symbols: name -> (qualifier, type text with its array extents, e.g.
-    ``float[16]``): file-scope ``__constant__``/``__device__`` variables that become
-    ``device_global``s (the host reads and writes them through ``mod.symbols``)."""
-    out = {}
-    for n, quals, names, const in _symbol_declarations(unit):
-        if const or _initialized(unit, n) or len(names) != 1:
-            continue
-        q = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
-        out[names[0]] = (q, _symbol_type(unit, n))
-    return out
-
-
-def _symbol_type(unit, decl) -> str:
-    s = unit.source
-    ty = " ".join(node_text(s, c) for c in decl.children
-                  if c.type not in ("storage_class_specifier", ";", ",") and
-                  c not in decl.children_by_field_name("declarator") and
-                  node_text(s, c) not in ("__constant__", "__device__", "__managed__"))
-    d = decl.children_by_field_name("declarator")[0]
-    if d.type == "init_declarator":
-        d = d.child_by_field_name("declarator")
-    name = next(node_text(s, x) for x in walk(d) if x.type == "identifier")
-    return (ty + node_text(s, d).replace(name, "", 1)).strip()
-
-
-def _symbol_edits(unit) -> list:
-    """Each symbol's declaration -> a work-group-static address slot, its type, and an
-    extern "C" kernel that reports its size (NOTE [module symbols] in launch.py)."""
-    edits, table = [], symbols(unit)
-    for n, quals, names, const in _symbol_declarations(unit):
-        if len(names) != 1 or names[0] not in table:
-            continue
-        name, ty = names[0], table[names[0]][1]
-        edits.append((n.start_byte, n.end_byte,
-                      f"inline syclex::work_group_static<void *> {name}__xv_sym; "
-                      f"using {name}__xv_type = {_abstract(ty)};\n"
-                      f'extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>))\n'
-                      f"void __xv_sym_size__{name}(unsigned long long *out) {{ *out = sizeof({name}__xv_type); }}"))
-    return edits
-
-
-def _abstract(ty: str) -> str:
-    """``float[4]`` stays; ``unsigned int`` stays (a type-id for ``using X = ...``)."""
-    return ty
-
-
-def symbols_used(unit, reach) -> list:
-    """The module symbols the functions in ``reach`` name, in a stable order."""
-    table = symbols(unit)
-    used = set()
-    for f in reach:
-        body = f.node.child_by_field_name("body")
-        if body is not None:
-            used |= {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"} & set(table)
-    return sorted(used)
-
-
-def _symbol_uses(unit, fn) -> list:
-    """``name`` -> ``name.get()`` for the symbols ``fn`` uses (a local of that name wins)."""
-    table = symbols(unit)
-    if not table:
-        return []
-    body = fn.node.child_by_field_name("body")
-    if body is None:
-        return []
-    local = {p.name for p in fn.params}
-    for n in walk(body):
-        if n.type == "declaration":
-            for d in n.children_by_field_name("declarator"):
-                ids = [x for x in walk(d) if x.type == "identifier"]
-                if ids:
-                    local.add(node_text(unit.source, ids[0]))
-    return [(n.start_byte, n.end_byte, f"::xvc::sym<{node_text(unit.source, n)}__xv_type>("
-             f"{node_text(unit.source, n)}__xv_sym)") for n in walk(body)
-            if n.type == "identifier" and node_text(unit.source, n) in table
-            and node_text(unit.source, n) not in local
-            and not (n.parent is not None and n.parent.type == "qualified_identifier")]
-
-
-def _symbol_declarations(unit: Unit) -> list:
-    """[(declaration, qualifiers, names, becomes const)] of file-scope symbols (memoized)."""
-    cached = unit.__dict__.get("_xv_symbols")
-    if cached is not None:
-        return cached
-    cached = []
-    for n in walk(unit.tree.root_node):
-        if n.type == "declaration" and _file_scope(n) and not any(
-                c.type == "function_declarator" for c in walk(n)):
-            quals = {c.type for c in walk(n)} & {"__constant__", "__device__"}
-            if not quals:
-                continue
-            names, inits = [], []
-            for d in n.children_by_field_name("declarator"):
-                ids = [x for x in walk(d) if x.type == "identifier"]
-                if ids:
-                    names.append(node_text(unit.source, ids[0]))
-                    inits.append(d.type == "init_declarator")
-            written = any(re.search(rb"cudaMemcpyToSymbol(Async)?\s*\(\s*" + re.escape(nm.encode()) + rb"\b",
-                                    unit.source) for nm in names)
-            const = "__constant__" in quals and bool(inits) and all(inits) and not written
-            cached.append((n, quals, names, const))
-    unit.__dict__["_xv_symbols"] = cached
-    return cached
-
-
-def _constant_edits(unit: Unit) -> list:
-    """``__constant__ float k[3] = {...};`` -> ``const float k[3] = {...};``."""
-    edits = []
-    for n, quals, names, const in _symbol_declarations(unit):
-        if not const:
-            continue
-        text = node_text(unit.source, n)
-        text = re.sub(r"\b__constant__\b", "", text).strip()
-        if not re.search(r"\b(const|constexpr)\b", text.split("=")[0]):
-            text = "const " + text
-        edits.append((n.start_byte, n.end_byte, text))
-    return edits
-
-
 def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     text = node_text(unit.source, fn.node)
     for c in sorted((n for n in walk(fn.node) if n.type == "comment"), key=lambda n: -n.start_byte):
@@ -367,7 +225,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         if not m:
             raise ValueError(f"instantiate: expected 'name<T, ...>', got {spec!r}")
         extra.setdefault(m.group(1), []).append(split_template_args(m.group(2)))
-    typedefs, gvars = _typedefs(unit), _globals(unit)
+    typedefs, gvars = _typedefs(unit), sym_mod.initialized_globals(unit)
     src, edits, reports = unit.source, [], {}
     for fn in unit.functions:
         if fn.kind == "host":
@@ -412,7 +270,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
-    edits += _constant_edits(unit) + _symbol_edits(unit) + _file_scope_edits(unit, gvars)
+    edits += sym_mod.constant_edits(unit) + sym_mod.declaration_edits(unit) + _file_scope_edits(unit, gvars)
     kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
     targs = {w for f in kept for i in reports[f.name].instantiations for a in i.args
              for w in re.findall(r"[A-Za-z_]\w*", a)}
@@ -427,7 +285,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
 def _shared_edits(unit, fn) -> list:
     """__shared__ declarations, and device functions passed as values (SYCL device code
     cannot call through a function pointer: each becomes a forwarding lambda)."""
-    edits = _symbol_uses(unit, fn)
+    edits = sym_mod.use_edits(unit, fn)
     body = fn.node.child_by_field_name("body")
     if body is None:
         return edits
@@ -505,7 +363,7 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
                 call.append(f"*{p.name}__xv_value")
                 continue
             call.append(p.name)
-        syms = symbols_used(unit, _reachable(unit, fn))
+        syms = sym_mod.symbols_used(unit, _reachable(unit, fn))
         decls += [f"void *__xv_sym_{s_}" for s_ in syms]
         if rep.dynamic_shared:
             decls.append("syclex::work_group_memory<char[]> __xv_smem")
@@ -543,8 +401,8 @@ _HOST_API = re.compile(r"\b(nccl|cublas|cudnn|curand|cufft|cusparse|MPI_)\w*|\bc
 def _file_scope_edits(unit, gvars) -> list:
     """Drop includes, host globals and prototypes, __constant__/__device__ variables."""
     s, edits = unit.source, []
-    table = symbols(unit)
-    consts = {n.id for n, _, names, const in _symbol_declarations(unit)
+    table = sym_mod.symbols(unit)
+    consts = {n.id for n, _, names, const in sym_mod.declarations(unit)
               if const or (len(names) == 1 and names[0] in table)}
     for n in walk(unit.tree.root_node):
         if n.id in consts:
@@ -569,18 +427,6 @@ def _file_scope_edits(unit, gvars) -> list:
             if not keep:
                 edits.append((n.start_byte, n.end_byte, ""))
     return edits
-
-
-def _file_scope(n) -> bool:
-    """At namespace scope: its parents up to the first that is not an #if branch are the
-    file, a namespace or an extern "C" block (a declaration under an #if inside a function
-    is not)."""
-    p = n.parent
-    while p is not None and p.type in ("preproc_if", "preproc_ifdef", "preproc_else",
-                                       "preproc_elif", "preproc_elifdef"):
-        p = p.parent
-    return p is not None and p.type in ("translation_unit", "declaration_list",
-                                        "linkage_specification")
 
 
 def _apply(src: bytes, edits: list) -> str:
