@@ -85,3 +85,10 @@ def test_translated_host_launchers_run(tmp_path, cuda_module):
     torch.testing.assert_close(out, x * 3 + 1)
     assert "launch_block_sum" in (tmp_path / "linalg.py").read_text()  # listed, with why
     assert "not translated" in (tmp_path / "linalg.py").read_text()
+
+
+@pytest.mark.l0
+def test_a_kernel_the_parser_cannot_read_is_never_exit_0(tmp_path):
+    src = tmp_path / "broken.cu"
+    src.write_text('#define X(a) a\nX(__global__ void k(float *y) { y[0] = 1; })\n')
+    assert cli.main([str(src), "-o", str(tmp_path)]) == 1

@@ -131,5 +131,9 @@ def run(args) -> int:
         for lint in k.lints:
             err.print(f"{src}: {k.name}: lint: {lint}", markup=False, soft_wrap=True)
     ok = sum(verdicts[k.name][0] == "ok" for k in t.kernels)
+    if not t.kernels and b"__global__" in unit.source:  # never "0 kernels, all fine"
+        err.print(f"xvendor port: {src}: the text has __global__ but no kernel could be parsed "
+                  "(check the lines around it)", markup=False)
+        return 1
     err.print(f"{ok}/{len(t.kernels)} kernels ok -> {out / (stem + '.sycl.cpp')}", markup=False)
     return 1 if bad else 0
