@@ -30,7 +30,7 @@ _PREPROC = {"preproc_def", "preproc_function_def", "preproc_call", "preproc_incl
             "parenthesized_expression", "number_literal", "preproc_arg", "call_expression",
             "namespace", "namespace_identifier", "{", "}", "extern", "string_literal", "\n",
             "preproc_directive", "char_literal", "true", "false"}
-_ALWAYS = {"static_assert_declaration", "namespace_alias_definition"}
+_ALWAYS = {"static_assert_declaration"}
 _NAMES = ("identifier", "type_identifier", "namespace_identifier", "field_identifier")
 _DEVICE = {"__device__", "__global__"}
 
@@ -100,6 +100,10 @@ def _declared(unit, item) -> set:
                 out.add(node_text(s, ids[0]))
     elif n.type == "alias_declaration":
         out.add(node_text(s, n.child_by_field_name("name")))
+    elif n.type == "namespace_alias_definition":  # namespace cg = cooperative_groups;
+        nm = n.child_by_field_name("name")
+        if nm is not None:
+            out.add("ns:" + node_text(s, nm))  # only a namespace use (``cg::``) reaches it
     elif n.type == "using_declaration":  # using std::min; declares min here
         ids = [x for x in walk(n) if x.type in ("identifier", "type_identifier")]
         if ids:
@@ -137,7 +141,8 @@ def _kind(unit, item) -> str:
             return "type"  # struct X {...};
         return "variable"
     if n.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
-                  "type_definition", "alias_declaration", "concept_definition", "using_declaration"):
+                  "type_definition", "alias_declaration", "concept_definition", "using_declaration",
+                  "namespace_alias_definition"):
         return "type"
     return "other"
 
@@ -146,6 +151,8 @@ def _referenced(unit, item) -> set:
     """(qualifier, name) of every name ``item`` uses (``db::load`` -> ("db", "load"))."""
     out = set()
     for c in walk(item):
+        if c.type == "namespace_identifier":
+            out.add(("", "ns:" + node_text(unit.source, c)))
         if c.type in _NAMES:
             q, p, me = "", c.parent, c
             if p is not None and p.type in ("template_function", "template_type") and p.parent is not None:
