@@ -26,7 +26,7 @@ def test_all_ok_file_exits_0_and_writes_three_outputs(tmp_path):
 def test_unsupported_kernels_exit_1_and_are_listed(tmp_path, capsys):
     assert cli.main([str(CUDA / "unsupported.cu"), "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert "uses_ptx: unsupported: inline PTX" in err and "1/6 kernels ok" in err
+    assert "uses_ptx: unsupported: inline PTX" in err and "2/5 kernels ok" in err
 
 
 @pytest.mark.l0
@@ -85,3 +85,10 @@ def test_translated_host_launchers_run(tmp_path, cuda_module):
     torch.testing.assert_close(out, x * 3 + 1)
     assert "launch_block_sum" in (tmp_path / "linalg.py").read_text()  # listed, with why
     assert "not translated" in (tmp_path / "linalg.py").read_text()
+
+
+@pytest.mark.l0
+def test_a_kernel_the_parser_cannot_read_is_never_exit_0(tmp_path):
+    src = tmp_path / "broken.cu"
+    src.write_text('#define X(a) a\nX(__global__ void k(float *y) { y[0] = 1; })\n')
+    assert cli.main([str(src), "-o", str(tmp_path)]) == 1

@@ -20,9 +20,9 @@ def test_unsupported_constructs_get_their_verdict_and_are_left_out():
     t = _t("unsupported")
     got = {k.name: (k.status, k.reason) for k in t.kernels}
     assert got["fine"] == ("ok", "")
-    expect = {"uses_constant": "__constant__ symbol 'coeffs'", "uses_texture": "texture",
-              "uses_ptx": "inline PTX", "uses_malloc": "malloc",
-              "struct_by_value": "parameter 'p' passes 'Pair' by value"}
+    assert got["uses_constant"] == ("ok", "")  # a module-owned symbol (test_kernel_language.py)
+    expect = {"uses_texture": "texture",
+              "uses_ptx": "inline PTX", "uses_malloc": "malloc"}
     for name, words in expect.items():
         status, reason = got[name]
         assert status == "unsupported" and words in reason, (name, reason)

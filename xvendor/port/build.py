@@ -32,11 +32,12 @@ def includes() -> dict:
 
 
 def translate_file(path, *, warp: str = "32", instantiate=None, kernels=None, exclude=None,
-                   progress=None):
-    """Parse and translate ``path``; returns a ``translate.Translation``."""
-    unit = parse.parse_file(path)
+                   progress=None, include_dirs=(), defines=()):
+    """Parse and translate ``path``; returns a ``translate.Translation``. ``include_dirs``:
+    where else ``#include "x.h"`` files are looked for; ``defines``: ["NAME[=VALUE]"]."""
+    unit = parse.parse_file(path, include_dirs=include_dirs)
     return tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels, exclude=exclude,
-                        progress=progress)
+                        progress=progress, defines=defines)
 
 
 @dataclass
@@ -100,17 +101,18 @@ def _enclosing_function(src_lines, line) -> set:
 
 
 def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queue=None,
-                        progress=None) -> BuildResult:
+                        progress=None, include_dirs=(), defines=()) -> BuildResult:
     """Translate ``path`` and build it, leaving out kernels that fail (``compile_error``);
     ``progress(kernel name)`` is called as each kernel is translated."""
     from xvendor.xpu import runtime
     queue = queue or runtime.cpu_queue()
-    unit = parse.parse_file(path)
+    unit = parse.parse_file(path, include_dirs=include_dirs)
     exclude, drop, t0, rounds = {}, {}, time.perf_counter(), 0
     while True:
         rounds += 1
         t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels, exclude=exclude,
-                         drop_devices=drop, progress=progress if rounds == 1 else None)
+                         drop_devices=drop, progress=progress if rounds == 1 else None,
+                         defines=defines)
         if not any(k.status == "ok" and k.instantiations for k in t.kernels):
             return BuildResult(t, None, time.perf_counter() - t0, rounds)
         try:
@@ -128,7 +130,7 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
                     exclude[name] = ("compile_error", _excerpt(log, [(a, b) for a, b, n in spans if n == name]))
             if rounds >= MAX_ROUNDS:
                 t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
-                                 exclude=exclude, drop_devices=drop)
+                                 exclude=exclude, drop_devices=drop, defines=defines)
                 return BuildResult(t, None, time.perf_counter() - t0, rounds)
 
 

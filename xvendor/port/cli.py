@@ -3,7 +3,8 @@
 Writes DIR/<stem>.sycl.cpp (the kernels; build it with the compat header in
 xvendor/port/include), DIR/<stem>.py (the host launchers as Python) and DIR/<stem>.json
 (``{"kernels": [{"name", "status", "reason", "lints", "instantiations", "sycl_name"}]}``).
-Exit status: 0 when every kernel is ok, 1 when some are not (each listed on stderr with
+Exit status: 0 when every kernel is ok (with --compile: compiled, so a template kernel
+with no instantiation is ``not_compiled``), 1 when some are not (each listed on stderr with
 its reason), 2 on a usage or parse error.
 """
 
@@ -26,6 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also instantiate a template kernel so (repeatable)")
     p.add_argument("--warp", choices=("32", "native"), default="32",
                    help="32 (default): warps are 32-wide sub-groups; native: the device's width")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="also look for #include \"...\" files here (repeatable)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="define a macro for the SYCL compile (repeatable)")
     p.add_argument("--compile", action="store_true",
                    help="build with SYCL RTC on the CPU device; compile errors per kernel")
     p.add_argument("--check", metavar="REF.py",
@@ -62,18 +67,26 @@ def run(args) -> int:
         if not src.is_file():
             raise parse.ParseError(f"{src}: no such file")
         out.mkdir(parents=True, exist_ok=True)
-        unit = parse.parse_file(src)
+        for d in args.include:
+            if not Path(d).is_dir():
+                raise ValueError(f"-I {d}: not a directory")
+        for d in args.define:
+            if not d.split("=")[0].isidentifier():
+                raise ValueError(f"-D {d}: expected NAME or NAME=VALUE")
+        opts = {"include_dirs": args.include, "defines": args.define}
+        unit = parse.parse_file(src, include_dirs=args.include)
         n_kernels = len(unit.kernels)
         with Progress(console=err, transient=True, disable=n_kernels < 8) as bar:
             task = bar.add_task("translating", total=n_kernels)
             step = lambda name: bar.update(task, advance=1, description=f"translating {name}")  # noqa: E731
             if args.compile or args.check:
                 res = build.compile_translation(src, warp=args.warp, instantiate=args.instantiate,
-                                                kernels=args.kernel or None, progress=step)
+                                                kernels=args.kernel or None, progress=step, **opts)
                 t = res.translation
             else:
                 res, t = None, build.translate_file(src, warp=args.warp, instantiate=args.instantiate,
-                                                    kernels=args.kernel or None, progress=step)
+                                                    kernels=args.kernel or None, progress=step,
+                                                    include_dirs=args.include)
     except (parse.ParseError, ValueError, OSError, ImportError) as e:
         err.print(f"xvendor port: {e}", markup=False)
         return 2
@@ -87,7 +100,16 @@ def run(args) -> int:
         (out / name).write_text(text)
     (out / f"{stem}.py").write_text(pylaunch.launchers(unit))
     report = t.as_json()
-    bad = [k for k in t.kernels if k.status != "ok"]
+    verdicts = {}
+    for k, row in zip(t.kernels, report["kernels"]):
+        status, reason = k.status, k.reason
+        if res is not None:
+            row["compiled"] = k.status == "ok" and bool(k.instantiations) and res.program is not None
+            if k.status == "ok" and not row["compiled"]:
+                status = row["status"] = "not_compiled"
+                reason = k.reason or "nothing of it was compiled"
+        verdicts[k.name] = (status, reason)
+    bad = [k for k in t.kernels if verdicts[k.name][0] != "ok"]
     if args.check and res is not None and res.program is not None:
         from . import verify as check_mod
         from .launch import Module
@@ -101,11 +123,17 @@ def run(args) -> int:
         bad += [r for r in rows if not r.ok]
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
     for k in t.kernels:
-        if k.status != "ok":
-            err.print(f"{src}:{k.line}: {k.name}: {k.status}: {k.reason.splitlines()[0] if k.reason else ''}",
+        status, reason = verdicts[k.name]
+        if status != "ok":
+            where = src.parent / k.file if k.file else src
+            err.print(f"{where}:{k.line}: {k.name}: {status}: {reason.splitlines()[0] if reason else ''}",
                       markup=False, soft_wrap=True)
         for lint in k.lints:
             err.print(f"{src}: {k.name}: lint: {lint}", markup=False, soft_wrap=True)
-    ok = sum(k.status == "ok" for k in t.kernels)
+    ok = sum(verdicts[k.name][0] == "ok" for k in t.kernels)
+    if not t.kernels and b"__global__" in unit.source:  # never "0 kernels, all fine"
+        err.print(f"xvendor port: {src}: the text has __global__ but no kernel could be parsed "
+                  "(check the lines around it)", markup=False)
+        return 1
     err.print(f"{ok}/{len(t.kernels)} kernels ok -> {out / (stem + '.sycl.cpp')}", markup=False)
     return 1 if bad else 0

@@ -22,9 +22,19 @@ __all__ = ["instantiations", "block_bound"]
 def instantiations(unit, fn, typedefs, extra) -> list:
     """Template argument lists for kernel ``fn``: launch sites, deduction, ``extra``."""
     out = []
+    names = [t for _, t in fn.template_params]
+    host_params = _host_template_params(unit)
 
     def add(args):
-        if args and len(args) == len(fn.template_params) and args not in out:
+        args = list(args)
+        if set(re.findall(r"[A-Za-z_]\w*", " ".join(args))) & host_params:
+            return  # names a host template's parameter: not a concrete instantiation
+        if len(args) < len(names):  # the rest from the defaults (k<float><<<...>>> with U = int)
+            rest = [fn.template_defaults.get(t) for t in names[len(args):]]
+            if None in rest:
+                return
+            args += rest
+        if args and len(args) == len(names) and args not in out:
             out.append(args)
     for launch in unit.launches:
         if launch.kernel != fn.name:
@@ -38,6 +48,31 @@ def instantiations(unit, fn, typedefs, extra) -> list:
     for e in extra:
         add(e)
     return out
+
+
+def _host_template_params(unit) -> set:
+    """Parameter names of every template that is not device code (host function and class
+    templates): a launch argument naming one is not concrete."""
+    cached = unit.__dict__.get("_xv_host_tparams")
+    if cached is None:
+        cached = set()
+        for n in walk(unit.tree.root_node):
+            if n.type != "template_declaration":
+                continue
+            head = node_text(unit.source, n)[:600]
+            body = n.named_children[-1] if n.named_children else None
+            if body is not None and body.type == "function_definition" and re.search(
+                    r"\b(__global__|__device__)\b", head):
+                continue
+            plist = n.child_by_field_name("parameters")
+            for p in plist.named_children if plist is not None else []:
+                ids = [x for x in walk(p) if x.type in ("type_identifier", "identifier")]
+                dflt = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+                ids = [x for x in ids if dflt is None or x.end_byte <= dflt.start_byte]
+                if ids:
+                    cached.add(node_text(unit.source, ids[-1] if "type_parameter" not in p.type else ids[0]))
+        unit.__dict__["_xv_host_tparams"] = cached
+    return cached
 
 
 def block_bound(unit, fn) -> bool:
@@ -55,8 +90,17 @@ def _through_host_templates(unit, launch) -> list:
     callers give it explicitly (``launcher<matmul_naive>(...)``)."""
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
-    if not any(a.strip() in own for a in launch.template_args):
-        return [] if _runtime_values(unit, launch) else [list(launch.template_args)]
+    args = _local_constants(unit, launch)
+    dispatch = _dispatch_types(unit, launch)
+    if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
+        out = []
+        for alias, types in dispatch.items():
+            for t in types:
+                out.append([re.sub(rf"\b{alias}\b", t, a) for a in args])
+        if len(dispatch) == 1:
+            return [o for o in out if not _runtime_values(unit, launch, o)]
+    if not any(a.strip() in own for a in args):
+        return [] if _runtime_values(unit, launch, args) else [args]
     out = []
     for caller in unit.functions:
         for n in walk(caller.node):
@@ -68,11 +112,91 @@ def _through_host_templates(unit, launch) -> list:
             if len(given) != len(own):
                 continue
             sub = dict(zip(own, given))
-            out.append([sub.get(a.strip(), a) for a in launch.template_args])
+            out.append([sub.get(a.strip(), a) for a in args])
     return out
 
 
-def _runtime_values(unit, launch) -> bool:
+_INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
+_SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
+                 "Int": "int32_t", "Long": "int64_t", "Short": "int16_t", "Char": "int8_t",
+                 "Byte": "uint8_t", "Bool": "bool"}
+
+
+def _dispatch_types(unit, launch) -> dict:
+    """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
+    -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
+    dispatch macro binds, and the C++ types it binds them to (c10's Half/BFloat16 as CUDA's)."""
+    n = launch.node.parent
+    while n is not None and n.type != "function_definition":
+        if n.type == "call_expression":
+            f = n.child_by_field_name("function")
+            name = node_text(unit.source, f) if f is not None else ""
+            if name.startswith("AT_DISPATCH_"):
+                break
+        n = n.parent
+    else:
+        return {}
+    if n is None or n.type == "function_definition":
+        return {}
+    if "INDEX_TYPES" in name:
+        return {"index_t": ["int32_t", "int64_t"]}
+    types = []
+    if "FLOATING" in name or "ALL_TYPES" in name:
+        types += ["float", "double"]
+    if "INTEGRAL" in name or "ALL_TYPES" in name:
+        types += _INTS
+    if "HALF" in name:
+        types.append("__half")
+    if re.search(r"_AND\d?$", name):
+        args = node_text(unit.source, n.child_by_field_name("arguments"))
+        for m in re.finditer(r"\b(?:k|ScalarType::)(Half|BFloat16|Float|Double|Int|Long|Short|Char|Byte|Bool)\b", args):
+            types.append(_SCALAR_TYPES[m.group(1)])
+    if "REDUCED_FLOATING" in name:
+        types = ["__half", "__nv_bfloat16"]
+    return {"scalar_t": list(dict.fromkeys(types))} if types else {}
+
+
+def _local_constants(unit, launch) -> list:
+    """The launch's template arguments with the host's compile-time constants in scope
+    (``const uint BM = 128;`` in an enclosing block, innermost first) replaced by their
+    values, so ``k<BM, BN><<<...>>>`` instantiates as ``k<128, 128>``."""
+    values, n = {}, launch.node
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
+        p = n.parent
+        if p is not None and p.type == "compound_statement":
+            for c in p.named_children:
+                if c.start_byte >= n.start_byte:
+                    break
+                if c.type != "declaration" or not re.search(
+                        r"\b(const|constexpr)\b", node_text(unit.source, c).split("=")[0]):
+                    continue
+                for d in c.children_by_field_name("declarator"):
+                    name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                    if d.type == "init_declarator" and name is not None and value is not None:
+                        values.setdefault(node_text(unit.source, name), node_text(unit.source, value))
+        n = p
+    args = list(launch.template_args)
+    for _ in range(4):
+        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
+                      else m.group(0), a) for a in args]
+        if new == args:
+            break
+        args = new
+    return [a if a == b else _fold(a) for a, b in zip(args, launch.template_args)]
+
+
+def _fold(expr: str) -> str:
+    """An integer expression of literals folded to its value (else as it is)."""
+    text = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
+    if re.fullmatch(r"[\d\s()+\-*/%<>&|^~]*", text):
+        try:
+            return str(int(eval(text.replace("/", "//"), {"__builtins__": {}}, {})))  # noqa: S307
+        except Exception:
+            return expr
+    return expr
+
+
+def _runtime_values(unit, launch, args=None) -> bool:
     """A launch-site template argument names a host variable or parameter (its value is
     only known when the host code runs), so the site gives no instantiation."""
     host = unit.function(launch.host)
@@ -84,8 +208,9 @@ def _runtime_values(unit, launch) -> bool:
             ids = [x for x in walk(n) if x.type == "identifier"]
             if ids:
                 names.add(node_text(unit.source, ids[0]))
-    used = set(re.findall(r"[A-Za-z_]\w*", " ".join(launch.template_args)))
-    return bool(used & names) or any("." in a or "->" in a for a in launch.template_args)
+    args = launch.template_args if args is None else args
+    used = set(re.findall(r"[A-Za-z_]\w*", " ".join(args)))
+    return bool(used & names) or any("." in a or "->" in a for a in args)
 
 
 def _deduce(unit, fn, launch) -> list:
@@ -104,8 +229,14 @@ def _deduce(unit, fn, launch) -> list:
                 shape = re.escape(" ".join(re.sub(r"\bconst\b", "", p.type).split()))
                 shape = shape.replace(re.escape(tname), r"\s*([\w:]+)\s*")
                 m = re.fullmatch(shape + r"\s*(\{\s*\}|\(\s*\))?", " ".join(a.split()))
-                if m:
+                declared = _declared(unit, host).get(a.strip()) if re.fullmatch(r"\w+", a.strip()) else None
+                if m is None and declared:  # constexpr std::bool_constant<true> True; ... k(True)
+                    m = re.fullmatch(shape, " ".join(re.sub(r"\b(constexpr|const)\b", "", declared).split()))
+                if m and m.group(1) not in {t for _, t in host.template_params}:
                     per_param.setdefault(tname, set()).add(m.group(1))
+    for _, t in fn.template_params:
+        if not per_param.get(t) and t in fn.template_defaults:
+            per_param[t] = {fn.template_defaults[t]}
     if not all(per_param.get(t) for _, t in fn.template_params):
         return []
     names = [t for _, t in fn.template_params]

@@ -36,23 +36,33 @@ PortError = ArgumentError  # bad launches and arguments name the argument and th
 # aligned on the OpenCL CPU device (tests/port/test_dynamic_shared.py). Requests over the
 # device's local memory are refused before launch; the kernel's static __shared__ counts
 # against the same memory, and a launch that needs more than the device has fails there.
+# NOTE [by-value arguments]: a kernel parameter of a struct or vector type (trivially
+# copyable, as CUDA requires) reaches the wrapper as a pointer to a device copy of its bytes,
+# and the wrapper passes `*p` to the kernel body: the launch runtime passes pointers and
+# 32/64-bit scalars only. The caller gives the bytes with the C layout (ctypes.Structure);
+# their size is not checked against the C++ type. Pointers inside the struct must be
+# device pointers (XPU tensors), as in CUDA.
 _modules: dict = {}
 _lock = threading.Lock()
 
 
-def load(path, warp=32, instantiate=(), kernels=None) -> "Module":
-    """Translate and compile ``path`` (cached by source hash); see the module docstring."""
+def load(path, warp=32, instantiate=(), kernels=None, include_dirs=(), defines=()) -> "Module":
+    """Translate and compile ``path`` (cached by source hash); see the module docstring.
+    ``include_dirs``: where else ``#include "x.h"`` is looked for; ``defines``: NAME[=V]."""
     warp = str(warp)
     if warp not in ("32", "native"):
         raise ArgumentError("port.load", "warp", f"must be 32 or 'native', got {warp!r}")
-    unit = parse.parse_file(path)
+    unit = parse.parse_file(path, include_dirs=include_dirs)
     inst = tuple(instantiate)
-    key = (hashlib.sha256(unit.source).hexdigest(), warp, inst, tuple(kernels or ()))
+    key = (hashlib.sha256(unit.source).hexdigest(), warp, inst, tuple(kernels or ()),
+           tuple(defines))
     with _lock:
         mod = _modules.get(key)
         if mod is None:
-            res = build.compile_translation(path, warp=warp, instantiate=list(inst), kernels=kernels)
+            res = build.compile_translation(path, warp=warp, instantiate=list(inst), kernels=kernels,
+                                            include_dirs=include_dirs, defines=defines)
             mod = _modules[key] = Module(path, res, warp, inst, kernels)
+            mod._opts = {"include_dirs": tuple(include_dirs), "defines": tuple(defines)}
         return mod
 
 
@@ -72,6 +82,15 @@ class Module:
 
     def report(self) -> dict:
         return self.translation.as_json()
+
+    @property
+    def symbols(self) -> "Symbols":
+        """The file's ``__constant__``/``__device__`` variables: ``mod.symbols["c"] = t``
+        writes them (``cudaMemcpyToSymbol``), ``mod.symbols["c"]`` reads them back as a
+        uint8 tensor (``.view(torch.float32)`` etc.)."""
+        if "_symbols" not in self.__dict__:
+            self.__dict__["_symbols"] = Symbols(self)
+        return self.__dict__["_symbols"]
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -94,11 +113,68 @@ class Module:
         if "<" not in norm:
             raise KeyError(f"kernel {name!r} is a template: use mod['{name}<...>'] with its "
                            f"arguments; compiled: {[', '.join(i.args) for i in rep.instantiations]}")
-        mod = load(self.path, self.warp, self._instantiate + (spec,), self._select)
+        mod = load(self.path, self.warp, self._instantiate + (spec,), self._select,
+                   **getattr(self, "_opts", {}))
         return mod[spec]
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | {k for k in self._kernels if "<" not in k})
+
+
+class Symbols:
+    """NOTE [module symbols]: each ``__constant__``/``__device__`` variable the host may
+    write is a buffer the module owns (zero-filled, as CUDA's), passed to every kernel that
+    uses it as a hidden trailing pointer parameter; the wrapper publishes the address in a
+    work-group-static slot that the symbol's name reads through. Values persist between
+    launches (copied back after each CPU-device launch). Its size comes from a generated
+    ``sizeof`` kernel, so struct-typed symbols work too."""
+
+    def __init__(self, module):
+        from . import symbols as sym_mod
+        self.module = module
+        self.table = sym_mod.symbols(module.translation.unit)
+        self.data = {}
+
+    def __contains__(self, name):
+        return name in self.table
+
+    def __iter__(self):
+        return iter(self.table)
+
+    def buffer(self, name):
+        """The host copy of ``name``'s bytes (a uint8 tensor), created zero-filled."""
+        import torch
+
+        from xvendor.xpu import runtime
+        if name not in self.table:
+            raise KeyError(f"{self.module.path} has no __constant__/__device__ symbol {name!r}; "
+                           f"symbols: {sorted(self.table)}")
+        if name not in self.data:
+            prog = self.module.result.program
+            if prog is None:
+                raise KeyError(f"symbol {name!r}: nothing of {self.module.path} compiled")
+            q = runtime.cpu_queue()
+            out, buf = torch.zeros(1, dtype=torch.int64), runtime.DeviceBuffer(q, 8)
+            runtime.launch(q, prog.kernel(f"__xv_sym_size__{name}"), (1, 1, 1), (1, 1, 1),
+                           [(runtime.PTR, buf.ptr)], wait=True)
+            buf.read(out.data_ptr(), 8)
+            self.data[name] = torch.zeros(int(out), dtype=torch.uint8)
+        return self.data[name]
+
+    def __getitem__(self, name):
+        return self.buffer(name).clone()
+
+    def __setitem__(self, name, value):
+        import torch
+        buf = self.buffer(name)
+        if isinstance(value, torch.Tensor):
+            raw = value.detach().cpu().contiguous().view(-1).view(torch.uint8)
+        else:
+            raw = torch.frombuffer(bytearray(memoryview(value).cast("B")), dtype=torch.uint8)
+        if raw.numel() != buf.numel():
+            raise ArgumentError(f"port.symbols[{name!r}]", "value",
+                                f"must be {buf.numel()} bytes ({self.table[name][1]}), got {raw.numel()}")
+        buf.copy_(raw)
 
 
 class Kernel:
@@ -148,6 +224,10 @@ class Kernel:
         kargs, keep, back = [], [], []
         for (name, kind, base, writable), a in zip(params, args):
             kargs.append(_argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable))
+        for sym in getattr(self.inst, "symbols", ()):  # NOTE [module symbols]
+            t = self.module.symbols.buffer(sym)
+            kargs.append(_argument(op, sym, "ptr", None, t if on_cpu else t.to(next(
+                a.device for a in args if isinstance(a, torch.Tensor))), queue, on_cpu, keep, back, True))
         if self.report.dynamic_shared:
             kargs.append((runtime.LOCAL, max(smem, 1)))
         glob, local = nd_range(grid, block)
@@ -207,6 +287,19 @@ def _argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable):
     import torch
 
     from xvendor.xpu import runtime
+    if kind == "struct":  # NOTE [by-value arguments]
+        try:
+            raw = bytes(memoryview(a).cast("B"))
+        except TypeError:
+            raise ArgumentError(op, name, f"is a {base} passed by value: pass its bytes (a ctypes "
+                                f"Structure, bytes, or a buffer), got {type(a).__name__}") from None
+        buf = runtime.DeviceBuffer(queue, max(len(raw), 1))
+        if raw:
+            holder = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+            buf.write(holder.data_ptr(), len(raw))
+            keep.append(holder)
+        keep.append(buf)
+        return runtime.PTR, buf.ptr
     if kind == "ptr":
         if a is None:
             return runtime.PTR, 0

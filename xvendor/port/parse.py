@@ -92,6 +92,8 @@ class Function:
     params: list = field(default_factory=list)
     calls: set = field(default_factory=set)  # names of functions called in the body
     has_error: bool = False
+    member: bool = False  # a member function of a class (its host ones are dropped)
+    template_defaults: dict = field(default_factory=dict)  # template parameter -> default text
 
 
 @dataclass
@@ -133,20 +135,34 @@ class Unit:
         return None
 
 
-_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]+)"|<([^>]+)>)[^\n]*$', re.M)
 _ALIGN = re.compile(rb"__align__(\s*)\(")
 
 
-def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list) -> bytes:
-    """``src`` with local includes inlined; ``origin`` gets (file, line) per output line."""
+def _find_include(name: str, here, include_dirs) -> Path | None:
+    for d in ([here] if here is not None else []) + list(include_dirs):
+        p = (Path(d) / name)
+        if p.is_file():
+            return p.resolve()
+    return None
+
+
+def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list,
+                           include_dirs=()) -> bytes:
+    """``src`` with local includes (next to the file, or in ``include_dirs``) inlined, once
+    each; ``origin`` gets (file, line) per output line."""
     out = []
     for i, line in enumerate(src.split(b"\n"), 1):
         m = _LOCAL_INCLUDE.match(line)
-        p = (path.parent / m.group(1).decode()).resolve() if m else None
-        if p is not None and p.is_file():
+        p = None
+        if m and m.group(1):  # "x.h": next to the file, then -I
+            p = _find_include(m.group(1).decode(), path.parent, include_dirs)
+        elif m and include_dirs:  # <x.h>: only -I (system and CUDA headers stay out)
+            p = _find_include(m.group(2).decode(), None, include_dirs)
+        if p is not None:
             if p not in seen:
                 seen.add(p)
-                out.append(_inline_local_includes(p.read_bytes(), p, seen, origin))
+                out.append(_inline_local_includes(p.read_bytes(), p, seen, origin, include_dirs))
             else:
                 out.append(b"")
                 origin.append((str(path.name), i))
@@ -156,7 +172,7 @@ def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list) -> b
     return b"\n".join(out)
 
 
-def parse_file(path, *, inline_includes: bool = True) -> Unit:
+def parse_file(path, *, inline_includes: bool = True, include_dirs=()) -> Unit:
     p = Path(path)
     try:
         src = p.read_bytes()
@@ -164,7 +180,7 @@ def parse_file(path, *, inline_includes: bool = True) -> Unit:
         raise ParseError(f"cannot read {p}: {e.strerror}") from e
     origin: list = []
     if inline_includes:
-        src = _inline_local_includes(src, p.resolve(), {p.resolve()}, origin)
+        src = _inline_local_includes(src, p.resolve(), {p.resolve()}, origin, include_dirs)
     unit = parse_source(src, str(p))
     unit.origin = origin
     return unit
@@ -175,6 +191,7 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         src = src.encode()
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
+    src = _expand_qualifier_macros(src)
     tree = _get_parser().parse(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
@@ -187,6 +204,25 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
             if n.type == "call_expression" and any(c.type == "kernel_call_syntax" for c in n.children):
                 launches.append(_launch(src, n, f.name))
     return Unit(path, src, tree, functions, launches, macros)
+
+
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*?)[ \t]*$", re.M)
+_QUALIFIER_WORDS = re.compile(rb"\b(__device__|__global__|__host__|__forceinline__)\b")
+
+
+def _expand_qualifier_macros(src: bytes) -> bytes:
+    """``#define HD __host__ __device__ inline``: uses of HD outside preprocessor lines are
+    replaced by the qualifiers (the parser must see ``__device__``). Lines stay lines."""
+    names = {m.group(1): m.group(2) for m in _DEFINE.finditer(src)
+             if _QUALIFIER_WORDS.search(m.group(2)) and not m.group(2).endswith(b"\\")}
+    if not names:
+        return src
+    rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names) + rb")\b")
+    lines = src.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(b"#") and rx.search(line):
+            lines[i] = rx.sub(lambda m: names[m.group(1)], line)
+    return b"\n".join(lines)
 
 
 _CONTAINERS = {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
@@ -202,15 +238,41 @@ def _collect(src, node, functions, macros, template):
             _collect(src, c, functions, macros, c)
         elif c.type == "function_definition":
             functions.append(_function(src, c, template or c, template))
+        elif c.type in ("declaration", "type_definition", "struct_specifier", "class_specifier",
+                        "union_specifier", "field_declaration_list"):
+            _collect_members(src, c, functions)
         elif c.type == "preproc_def":
             name, value = c.child_by_field_name("name"), c.child_by_field_name("value")
             if name is not None:
                 macros[node_text(src, name)] = node_text(src, value).strip() if value else ""
 
 
-def _function(src, node, outer, template) -> Function:
+def _collect_members(src, node, functions):
+    """Member functions of the classes declared in ``node`` (device ones are device code)."""
+    for c in node.children:
+        if c.type in ("struct_specifier", "class_specifier", "union_specifier"):
+            _collect_members(src, c, functions)
+        elif c.type == "field_declaration_list":
+            for m in c.children:
+                if m.type == "function_definition":
+                    functions.append(_function(src, m, m, None, member=True))
+                elif m.type == "template_declaration":
+                    fd = [x for x in m.named_children if x.type == "function_definition"]
+                    if fd:
+                        functions.append(_function(src, fd[0], m, m, member=True))
+                elif m.type in ("field_declaration", "declaration", "struct_specifier",
+                                "class_specifier"):
+                    _collect_members(src, m, functions)
+        elif c.type in ("declaration", "type_definition", "field_declaration"):
+            _collect_members(src, c, functions)
+
+
+def _function(src, node, outer, template, member=False) -> Function:
     quals = {c.type for c in node.children}
     kind = "kernel" if "__global__" in quals else "device" if "__device__" in quals else "host"
+    if kind == "host" and any(c.type == "type_qualifier" and node_text(src, c) == "constexpr"
+                              for c in node.children):
+        kind = "device"  # callable from device code (nvcc's relaxed constexpr)
     decl = node.child_by_field_name("declarator")
     while decl is not None and decl.type != "function_declarator":
         decl = decl.child_by_field_name("declarator")
@@ -221,13 +283,20 @@ def _function(src, node, outer, template) -> Function:
         plist = decl.child_by_field_name("parameters")
         params = [_param(src, p, i) for i, p in enumerate(plist.named_children)
                   if p.type == "parameter_declaration"] if plist is not None else []
-    tparams = []
+    tparams, defaults = [], {}
     if template is not None:
         for p in template.child_by_field_name("parameters").named_children:
             ident = [n for n in walk(p) if n.type in ("type_identifier", "identifier")]
             kind_t = "type" if p.type.startswith(("type_parameter", "optional_type")) else "value"
             if ident:
                 tparams.append((kind_t, node_text(src, ident[-1] if kind_t == "value" else ident[0])))
+                dflt = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
+                if dflt is not None:
+                    ident = [n for n in walk(p) if n.type in ("type_identifier", "identifier")
+                             and n.end_byte <= dflt.start_byte]
+                    if ident:
+                        tparams[-1] = (kind_t, node_text(src, ident[-1] if kind_t == "value" else ident[0]))
+                    defaults[tparams[-1][1]] = node_text(src, dflt)
     body = node.child_by_field_name("body")
     calls = set()
     if body is not None:
@@ -237,7 +306,7 @@ def _function(src, node, outer, template) -> Function:
                 if fn is not None and fn.type in ("identifier", "template_function"):
                     calls.add(node_text(src, fn).split("<")[0].strip())
     return Function(name, kind, node, outer, node.start_point[0] + 1, tparams, params, calls,
-                    node.has_error)
+                    node.has_error, member, defaults)
 
 
 _QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned(?=\s+\w))\b")
@@ -284,3 +353,15 @@ def _launch(src, call, host) -> Launch:
             if a.type != "comment"] if args_node is not None else []
     return Launch(name.split("::")[-1].strip(), targs, config, args, host,
                   call.start_point[0] + 1, call)
+
+
+def at_file_scope(n) -> bool:
+    """At namespace scope: its parents up to the first that is not an #if branch are the
+    file, a namespace or an extern "C" block (a declaration under an #if inside a function
+    is not)."""
+    p = n.parent
+    while p is not None and p.type in ("preproc_if", "preproc_ifdef", "preproc_else",
+                                       "preproc_elif", "preproc_elifdef"):
+        p = p.parent
+    return p is not None and p.type in ("translation_unit", "declaration_list",
+                                        "linkage_specification")

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import conditions, constructs, instantiate as inst_mod, lints as lints_mod
+from . import closure, conditions, constructs, instantiate as inst_mod, lints as lints_mod
+from . import symbols as sym_mod
+from .parse import at_file_scope as _file_scope
 from .parse import Function, Unit, node_text, split_template_args, walk
 
 __all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
@@ -41,6 +44,7 @@ class Instantiation:
     args: list  # template argument texts; [] for a plain kernel
     sycl_name: str
     params: list  # [(name, kind, pointee base type or None, writable)] of the wrapper
+    symbols: list = field(default_factory=list)  # hidden trailing parameters: module symbols
 
 
 @dataclass
@@ -51,6 +55,7 @@ class KernelReport:
     lints: list = field(default_factory=list)
     instantiations: list = field(default_factory=list)  # [Instantiation]
     line: int = 0
+    file: str = ""  # the file that defines it (the source, or a header it includes)
     template: bool = False
     dynamic_shared: bool = False
     block_bound: bool = False  # its one template argument is the launch's block size
@@ -61,7 +66,8 @@ class KernelReport:
 
     def as_json(self) -> dict:
         return {"name": self.name, "status": self.status, "reason": self.reason,
-                "lints": list(self.lints), "line": self.line,
+                "lints": list(self.lints), "line": self.line, "file": self.file,
+                "compiled": None,
                 "instantiations": [{"args": ", ".join(i.args), "sycl_name": i.sycl_name}
                                    for i in self.instantiations],
                 "sycl_name": self.sycl_name, "block_bound": self.block_bound}
@@ -131,21 +137,6 @@ def _subst(text: str, mapping: dict) -> str:
     return text
 
 
-def _globals(unit: Unit) -> dict:
-    """__constant__ / __device__ variables at file scope: name -> qualifier."""
-    out = {}
-    for n in walk(unit.tree.root_node):
-        if n.type == "declaration" and n.parent is not None and n.parent.type not in (
-                "compound_statement", "for_statement", "condition_clause"):
-            quals = {c.type for c in walk(n)} & {"__constant__", "__device__"}
-            if quals:
-                for d in n.children_by_field_name("declarator"):
-                    ids = [x for x in walk(d) if x.type == "identifier"]
-                    if ids:
-                        out[node_text(unit.source, ids[0])] = quals.pop() if len(quals) == 1 else "__constant__"
-    return out
-
-
 def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     text = node_text(unit.source, fn.node)
     for c in sorted((n for n in walk(fn.node) if n.type == "comment"), key=lambda n: -n.start_byte):
@@ -160,7 +151,8 @@ def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     if body is not None:
         used = {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"}
         for name in sorted(used & set(gvars)):
-            return f"{gvars[name]} symbol '{name}' (pass it as a kernel argument instead)"
+            return (f"{gvars[name]} symbol '{name}' with a non-zero initializer (the host could "
+                    "not rewrite it; make it __constant__ const or set it from the host)")
         for n in walk(body):
             if n.type == "declaration" and any(c.type == "type_qualifier" and
                                                node_text(unit.source, c) == "__shared__"
@@ -176,12 +168,8 @@ _TAG = re.compile(r"^(std::)?(bool_constant|integral_constant|true_type|false_ty
 def _param_problem(p, typedefs, tnames) -> str:
     if _TAG.match(p.base):
         return ""
-    if p.reference:
-        return f"parameter '{p.name}' is a reference (kernels take values and pointers)"
-    if p.pointer or p.base in tnames:
-        return ""
-    if _resolve(p.base, typedefs) not in constructs.SCALARS:
-        return f"parameter '{p.name}' passes '{p.base}' by value (only scalars and pointers)"
+    if p.reference and not re.search(r"\bconst\b", p.type):
+        return f"parameter '{p.name}' is a non-const reference (a kernel cannot write back to the host)"
     return ""
 
 
@@ -223,7 +211,7 @@ def _is_extern(unit, decl) -> bool:
 
 def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
               kernels: list | None = None, exclude: dict | None = None,
-              drop_devices: dict | None = None, progress=None) -> Translation:
+              drop_devices: dict | None = None, progress=None, defines=()) -> Translation:
     """Translate ``unit``. ``instantiate``: ["name<args>"]; ``kernels``: only these names;
     ``exclude``: name -> (status, reason) for kernels to leave out (compile errors found
     earlier); ``drop_devices``: device functions that failed to compile (kernels that call
@@ -237,11 +225,13 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         if not m:
             raise ValueError(f"instantiate: expected 'name<T, ...>', got {spec!r}")
         extra.setdefault(m.group(1), []).append(split_template_args(m.group(2)))
-    typedefs, gvars = _typedefs(unit), _globals(unit)
+    typedefs, gvars = _typedefs(unit), sym_mod.initialized_globals(unit)
     src, edits, reports = unit.source, [], {}
     for fn in unit.functions:
         if fn.kind == "host":
-            edits.append((fn.outer.start_byte, fn.outer.end_byte, ""))
+            body = fn.node.child_by_field_name("body")
+            if body is not None and body.type == "compound_statement":  # not `= default`
+                edits.append((fn.outer.start_byte, fn.outer.end_byte, ""))
             continue
         if fn.kind == "device":
             if fn.name in (drop_devices or ()):
@@ -257,8 +247,11 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
             continue
         rep = reports.get(fn.name)
         if rep is None:
-            line = int(unit.where(fn.line).split()[-1]) if unit.where(fn.line).startswith("line") else fn.line
-            rep = reports[fn.name] = KernelReport(fn.name, line=line, template=bool(fn.template_params))
+            where = unit.where(fn.line)
+            name = Path(unit.path).name
+            file, _, line = (name, "", where.split()[-1]) if where.startswith("line") else where.rpartition(":")
+            rep = reports[fn.name] = KernelReport(fn.name, line=int(line), file=file,
+                                                  template=bool(fn.template_params))
         reach = _reachable(unit, fn)
         tnames = {t for _, t in fn.template_params}
         reason = next((r for r in (_param_problem(p, typedefs, tnames) for p in fn.params) if r), "")
@@ -277,17 +270,22 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
-    edits += _file_scope_edits(unit, gvars)
+    edits += sym_mod.constant_edits(unit) + sym_mod.declaration_edits(unit) + _file_scope_edits(unit, gvars)
+    kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
+    targs = {w for f in kept for i in reports[f.name].instantiations for a in i.args
+             for w in re.findall(r"[A-Za-z_]\w*", a)}
+    edits += closure.drop_edits(unit, kept, targs)
     out = _apply(src, edits)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
-            f"#include \"{HEADER}\"\n")
+            + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
+            + f"#include \"{HEADER}\"\n")
     return Translation(unit, head + out, list(reports.values()), warp)
 
 
 def _shared_edits(unit, fn) -> list:
     """__shared__ declarations, and device functions passed as values (SYCL device code
     cannot call through a function pointer: each becomes a forwarding lambda)."""
-    edits = []
+    edits = sym_mod.use_edits(unit, fn)
     body = fn.node.child_by_field_name("body")
     if body is None:
         return edits
@@ -351,26 +349,34 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
             if _TAG.match(p.base):  # not an argument of the launch: built in the wrapper
                 call.append(re.sub(r"\bconst\b", "", _subst(p.type, mapping)).strip() + "{}")
                 continue
-            if p.pointer:
+            if p.pointer and not p.reference:
                 decls.append(_subst(p.text, mapping) if p.name in p.text else f"{_subst(p.type, mapping)} {p.name}")
                 params.append((p.name, "ptr", base, not p.const_pointee))
-            else:
-                abi, kind = constructs.SCALARS.get(base, (None, None))
-                if abi is None:
-                    rep.status = "unsupported"
-                    rep.reason = f"parameter '{p.name}' has type '{base}' (only scalars and pointers)"
-                    return [(fn.outer.start_byte, fn.outer.end_byte, f"/* kernel {fn.name} not translated: {rep.reason} */")]
+            elif base in constructs.SCALARS and not p.reference:
+                abi, kind = constructs.SCALARS[base]
                 decls.append(f"{abi} {p.name}")
                 params.append((p.name, kind, base, False))
+            else:  # a struct / vector by value: a pointer to a device copy (NOTE [by-value arguments])
+                value_type = re.sub(r"\bconst\b|&", "", _subst(p.type, mapping)).strip()
+                decls.append(f"const {value_type} *{p.name}__xv_value")
+                params.append((p.name, "struct", base, False))
+                call.append(f"*{p.name}__xv_value")
+                continue
             call.append(p.name)
+        syms = sym_mod.symbols_used(unit, _reachable(unit, fn))
+        decls += [f"void *__xv_sym_{s_}" for s_ in syms]
         if rep.dynamic_shared:
             decls.append("syclex::work_group_memory<char[]> __xv_smem")
         targs = f"<{', '.join(args)}>" if args else ""
         name = sycl_name(fn.name, args)
         prologue = "::xvc::set_dyn_smem(__xv_smem); " if rep.dynamic_shared else ""
+        if syms:  # NOTE [module symbols]: one barrier, then every device function sees them
+            prologue += ("{ auto it = ::xvc::item(); if (it.get_local_linear_id() == 0) { "
+                         + " ".join(f"{s_}__xv_sym = __xv_sym_{s_};" for s_ in syms)
+                         + " } sycl::group_barrier(it.get_group()); } ")
         wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
                         f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
-        rep.instantiations.append(Instantiation(list(args), name, params))
+        rep.instantiations.append(Instantiation(list(args), name, params, syms))
     if not insts and inst_mod.block_bound(unit, fn):
         rep.block_bound = True
         rep.reason = ("its template argument is the launch's block size (a run-time value at the "
@@ -395,16 +401,19 @@ _HOST_API = re.compile(r"\b(nccl|cublas|cudnn|curand|cufft|cusparse|MPI_)\w*|\bc
 def _file_scope_edits(unit, gvars) -> list:
     """Drop includes, host globals and prototypes, __constant__/__device__ variables."""
     s, edits = unit.source, []
+    table = sym_mod.symbols(unit)
+    consts = {n.id for n, _, names, const in sym_mod.declarations(unit)
+              if const or (len(names) == 1 and names[0] in table)}
     for n in walk(unit.tree.root_node):
+        if n.id in consts:
+            continue  # becomes a const global (_constant_edits)
         if n.type == "preproc_include":
             edits.append((n.start_byte, n.end_byte, "\n"))
         elif n.type == "type_definition" and _HOST_API.search(node_text(s, n)) and _file_scope(n):
             edits.append((n.start_byte, n.end_byte, ""))  # typedef struct {ncclComm_t ...} X;
         elif n.type == "preproc_call" and node_text(s, n).split()[:2] == ["#pragma", "once"]:
             edits.append((n.start_byte, n.end_byte, "\n"))
-        elif n.type == "declaration" and n.parent is not None and n.parent.type in (
-                "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-                "declaration_list", "linkage_specification"):
+        elif n.type == "declaration" and _file_scope(n):
             text = node_text(s, n)
             kinds = {c.type for c in walk(n)}
             keep = (("const" in text.split() or "constexpr" in text.split() or
@@ -418,12 +427,6 @@ def _file_scope_edits(unit, gvars) -> list:
             if not keep:
                 edits.append((n.start_byte, n.end_byte, ""))
     return edits
-
-
-def _file_scope(n) -> bool:
-    return n.parent is not None and n.parent.type in (
-        "translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
-        "declaration_list", "linkage_specification")
 
 
 def _apply(src: bytes, edits: list) -> str:

@@ -25,9 +25,6 @@ __global__ void uses_malloc(float* y) {
     free(scratch);
 }
 
-struct Pair { float a, b; };
-__global__ void struct_by_value(Pair p, float* y) { y[0] = p.a + p.b; }
-
 __global__ void fine(float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = 2.0f * i;

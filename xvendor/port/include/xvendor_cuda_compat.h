@@ -45,13 +45,28 @@
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+#define __grid_constant__
 #define __ldg(p) (*(p))
 #define __ldcs(p) (*(p))
 #define __ldcg(p) (*(p))
 #define __stcs(p, v) (*(p) = (v))
 #define __stcg(p, v) (*(p) = (v))
+#define __ldca(p) (*(p))
+#define __ldlu(p) (*(p))
+#define __ldcv(p) (*(p))
+#define __stwb(p, v) (*(p) = (v))
+#define __stwt(p, v) (*(p) = (v))
 #define CUDART_INF_F INFINITY
 #define CUDART_NAN_F NAN
+#define CUDART_INF ((double)INFINITY)
+#define CUDART_NAN ((double)NAN)
+#define CUDART_PI_F 3.141592654f
+#define CUDART_PI 3.1415926535897931e+0
+#define CUDART_SQRT_2PI_F 2.506628275f
+#define CUDART_MAX_NORMAL_F FLT_MAX
+#define CUDART_MIN_DENORM_F 1.40129846e-45f
+#define CUDART_ZERO_F 0.0f
+#define CUDART_ONE_F 1.0f
 
 namespace xvc {
 
@@ -96,6 +111,12 @@ inline void set_dyn_smem(const syclex::work_group_memory<char[]> &mem) {
   sycl::group_barrier(it.get_group());
 }
 inline char *dyn_smem() { return dyn_smem_base; }
+
+// __constant__ / __device__ symbols: module-owned buffers passed as hidden kernel
+// parameters; the wrapper stores each address in a work-group-static slot once, so every
+// device function sees the symbol by its name (device_global builds, but kernels with
+// work-group statics or a required sub-group size then fail to launch on RTC 2026.2).
+template <class T> inline T &sym(void *p) { return *static_cast<T *>(p); }
 
 }  // namespace xvc
 
@@ -155,23 +176,29 @@ inline __half __float2half(float x) { return __half(x); }
 inline __half __float2half_rn(float x) { return __half(x); }
 
 // ----------------------------------------------------------------------------- vector types
-#define XVC_VEC2(T, N, A) struct alignas(A) N##2 { T x, y; }; \
-  inline N##2 make_##N##2(T x, T y) { return {x, y}; }
-#define XVC_VEC4(T, N, A) struct alignas(A) N##4 { T x, y, z, w; }; \
+// Every CUDA vector type N1..N4 with make_N<k>, CUDA's alignments (N2 = 2 elements' size,
+// N4 = 4 elements' size, at most 16; N1/N3 the element's).
+#define XVC_VECS(T, N, A2, A4)                                                              \
+  struct N##1 { T x; };                                                                     \
+  struct alignas(A2) N##2 { T x, y; };                                                      \
+  struct N##3 { T x, y, z; };                                                               \
+  struct alignas(A4) N##4 { T x, y, z, w; };                                                \
+  inline N##1 make_##N##1(T x) { return {x}; }                                             \
+  inline N##2 make_##N##2(T x, T y) { return {x, y}; }                                     \
+  inline N##3 make_##N##3(T x, T y, T z) { return {x, y, z}; }                             \
   inline N##4 make_##N##4(T x, T y, T z, T w) { return {x, y, z, w}; }
-XVC_VEC2(float, float, 8) XVC_VEC4(float, float, 16)
-XVC_VEC2(int, int, 8) XVC_VEC4(int, int, 16)
-XVC_VEC2(unsigned int, uint, 8) XVC_VEC4(unsigned int, uint, 16)
-XVC_VEC2(double, double, 16) XVC_VEC4(double, double, 16)
-XVC_VEC2(long long, longlong, 16)
-#undef XVC_VEC2
-#undef XVC_VEC4
-struct float3 { float x, y, z; };
-inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
-struct int3 { int x, y, z; };
-inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
-struct uint3 { unsigned int x, y, z; };
-struct alignas(4) __half2 { __half x, y; };
+XVC_VECS(float, float, 8, 16) XVC_VECS(int, int, 8, 16) XVC_VECS(unsigned int, uint, 8, 16)
+XVC_VECS(signed char, char, 2, 4) XVC_VECS(unsigned char, uchar, 2, 4)
+XVC_VECS(short, short, 4, 8) XVC_VECS(unsigned short, ushort, 4, 8)
+XVC_VECS(long, long, 16, 16) XVC_VECS(unsigned long, ulong, 16, 16)
+XVC_VECS(long long, longlong, 16, 16) XVC_VECS(unsigned long long, ulonglong, 16, 16)
+XVC_VECS(double, double, 16, 16)
+#undef XVC_VECS
+struct alignas(4) __half2 {
+  __half x, y;
+  __half2() = default;
+  __half2(__half a, __half b) : x(a), y(b) {}
+};
 struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
 using half2 = __half2;
 using nv_bfloat162 = __nv_bfloat162;
@@ -415,3 +442,224 @@ inline T reduce(const thread_block_tile<N> &tile, T v, Op op) {
   return v;
 }
 }  // namespace cooperative_groups
+
+namespace cooperative_groups {
+// cg::sync(g), cg::thread_rank(g), cg::num_threads(g): the free-function forms
+template <class G> inline void sync(const G &g) { g.sync(); }
+template <class G> inline unsigned thread_rank(const G &g) { return g.thread_rank(); }
+template <class G> inline unsigned num_threads(const G &g) { return g.num_threads(); }
+template <class G> inline unsigned group_size(const G &g) { return g.size(); }
+// block_tile_memory: scratch for tiles wider than a warp on pre-Hopper parts; the SYCL
+// translation needs none, the object only has to exist.
+template <unsigned MaxBlockSize = 1024, unsigned TileCount = 0> struct block_tile_memory {};
+template <unsigned A, unsigned B>
+inline thread_block this_thread_block(block_tile_memory<A, B> &) { return {}; }
+// Scans inside a tile (Hillis-Steele over shuffles): inclusive and exclusive.
+template <unsigned N, class T, class Op>
+inline T inclusive_scan(const thread_block_tile<N> &tile, T v, Op op) {
+  const unsigned r = tile.thread_rank();
+  for (unsigned d = 1; d < N; d *= 2) {
+    T got = tile.shfl_up(v, d);
+    if (r >= d) v = op(got, v);
+  }
+  return v;
+}
+template <unsigned N, class T> inline T inclusive_scan(const thread_block_tile<N> &tile, T v) {
+  return inclusive_scan(tile, v, plus<T>());
+}
+template <unsigned N, class T, class Op>
+inline T exclusive_scan(const thread_block_tile<N> &tile, T v, Op op) {
+  T inc = inclusive_scan(tile, v, op);
+  T prev = tile.shfl_up(inc, 1);
+  return tile.thread_rank() == 0 ? T{} : prev;
+}
+template <unsigned N, class T> inline T exclusive_scan(const thread_block_tile<N> &tile, T v) {
+  return exclusive_scan(tile, v, plus<T>());
+}
+}  // namespace cooperative_groups
+
+// ----------------------------------------------------------------------------- integer intrinsics
+inline int __mul24(int a, int b) { return int((long long)((a << 8) >> 8) * ((b << 8) >> 8)); }
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+inline int __mulhi(int a, int b) { return int(((long long)a * b) >> 32); }
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return unsigned(((unsigned long long)a * b) >> 32);
+}
+inline long long __mul64hi(long long a, long long b) { return sycl::mul_hi(a, b); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return sycl::mul_hi(a, b);
+}
+inline int __clzll(long long x) { return int(sycl::clz(x)); }
+inline int __ffsll(long long x) {
+  return x ? int(sycl::ctz((unsigned long long)x)) + 1 : 0;
+}
+inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev(unsigned(x)) << 32) | __brev(unsigned(x >> 32));
+}
+inline unsigned __sad(int x, int y, unsigned z) { return z + unsigned(x > y ? x - y : y - x); }
+inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+inline int __hadd(int a, int b) { return int(((long long)a + b) >> 1); }
+inline int __rhadd(int a, int b) { return int(((long long)a + b + 1) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return unsigned(((unsigned long long)a + b) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) {
+  return unsigned(((unsigned long long)a + b + 1) >> 1);
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= unsigned((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  const unsigned long long v = ((unsigned long long)hi << 32) | lo;
+  return unsigned((v << (s & 31)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  const unsigned long long v = ((unsigned long long)hi << 32) | lo;
+  return unsigned(v >> (s & 31));
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) {
+  return __funnelshift_l(lo, hi, s > 32 ? 32 : s);
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) {
+  return s >= 32 ? hi : __funnelshift_r(lo, hi, s);
+}
+inline void __trap() { __builtin_trap(); }
+inline void __brkpt() {}
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+using std::signbit;
+inline void sincosf(float x, float *s, float *c) { *s = sycl::sin(x); *c = sycl::cos(x); }
+inline void __sincosf(float x, float *s, float *c) { *s = sycl::native::sin(x); *c = sycl::native::cos(x); }
+inline void sincos(double x, double *s, double *c) { *s = sycl::sin(x); *c = sycl::cos(x); }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __drcp_rn(double x) { return 1.0 / x; }
+inline double __fma_rn(double a, double b, double c) { return sycl::fma(a, b, c); }
+inline int __double2int_rn(double x) { return int(sycl::rint(x)); }
+inline float __ll2float_rn(long long x) { return float(x); }
+inline unsigned __float2uint_rn(float x) { return unsigned(sycl::rint(x)); }
+inline long long __float2ll_rn(float x) { return (long long)sycl::rint(x); }
+inline long long __double_as_longlong(double x) { return sycl::bit_cast<long long>(x); }
+inline double __longlong_as_double(long long x) { return sycl::bit_cast<double>(x); }
+inline float fdividef(float a, float b) { return a / b; }
+
+// ----------------------------------------------------------------------------- more warp collectives
+template <class T> inline T __reduce_add_sync(unsigned, T v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::plus<T>());
+}
+template <class T> inline T __reduce_min_sync(unsigned, T v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::minimum<T>());
+}
+template <class T> inline T __reduce_max_sync(unsigned, T v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::maximum<T>());
+}
+inline unsigned __reduce_and_sync(unsigned, unsigned v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::bit_and<unsigned>());
+}
+inline unsigned __reduce_or_sync(unsigned, unsigned v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::bit_or<unsigned>());
+}
+inline unsigned __reduce_xor_sync(unsigned, unsigned v) {
+  return sycl::reduce_over_group(xvc::warp(), v, sycl::bit_xor<unsigned>());
+}
+template <class T> inline unsigned __match_any_sync(unsigned, T v) {
+  unsigned m = 0;
+  for (int l = 0; l < 32; ++l) m |= (xvc::shfl_idx(v, l) == v ? 1u : 0u) << l;
+  return m;
+}
+inline unsigned __lanemask_lt() { return (1u << (xvc::lane_id() & 31)) - 1u; }
+inline unsigned __lanemask_le() { return __lanemask_lt() | (1u << (xvc::lane_id() & 31)); }
+
+// ----------------------------------------------------------------------------- more atomics
+// CUDA's overloads convert the value to the pointee type (atomicMax(unsigned *, int), ...)
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicMax(T *p, U v) { return atomicMax<T>(p, T(v)); }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicMin(T *p, U v) { return atomicMin<T>(p, T(v)); }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicExch(T *p, U v) { return atomicExch<T>(p, T(v)); }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicOr(T *p, U v) { return atomicOr<T>(p, T(v)); }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicAnd(T *p, U v) { return atomicAnd<T>(p, T(v)); }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicSub(T *p, U v) { return atomicSub<T>(p, T(v)); }
+// _block / _system scopes: device scope is at least as strong as either on one device
+#define XVC_SCOPED(op) \
+  template <class T, class... A> inline auto op##_block(T *p, A... a) { return op(p, a...); } \
+  template <class T, class... A> inline auto op##_system(T *p, A... a) { return op(p, a...); }
+XVC_SCOPED(atomicAdd) XVC_SCOPED(atomicSub) XVC_SCOPED(atomicMax) XVC_SCOPED(atomicMin)
+XVC_SCOPED(atomicExch) XVC_SCOPED(atomicCAS) XVC_SCOPED(atomicAnd) XVC_SCOPED(atomicOr)
+XVC_SCOPED(atomicXor) XVC_SCOPED(atomicInc) XVC_SCOPED(atomicDec)
+#undef XVC_SCOPED
+
+// ----------------------------------------------------------------------------- more half helpers
+inline __half2 make_half2(__half a, __half b) { return {a, b}; }
+inline __half2 __half2half2(__half a) { return {a, a}; }
+inline __half2 __float2half2_rn(float a) { return {__half(a), __half(a)}; }
+inline __half __low2half(__half2 v) { return v.x; }
+inline __half __high2half(__half2 v) { return v.y; }
+inline float __low2float(__half2 v) { return float(v.x); }
+inline float __high2float(__half2 v) { return float(v.y); }
+inline __half2 __lows2half2(__half2 a, __half2 b) { return {a.x, b.x}; }
+inline __half2 __highs2half2(__half2 a, __half2 b) { return {a.y, b.y}; }
+inline __half2 operator-(__half2 a, __half2 b) { return {__half(a.x - b.x), __half(a.y - b.y)}; }
+inline __half2 operator*(__half2 a, __half2 b) { return {__half(a.x * b.x), __half(a.y * b.y)}; }
+inline __half2 operator/(__half2 a, __half2 b) { return {__half(a.x / b.x), __half(a.y / b.y)}; }
+inline __half2 __hsub2(__half2 a, __half2 b) { return a - b; }
+inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
+inline __half2 __h2div(__half2 a, __half2 b) { return a / b; }
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
+  return {__half(sycl::fma(float(a.x), float(b.x), float(c.x))),
+          __half(sycl::fma(float(a.y), float(b.y), float(c.y)))};
+}
+inline __half __hsub(__half a, __half b) { return a - b; }
+inline __half __hdiv(__half a, __half b) { return a / b; }
+inline __half __hneg(__half a) { return -a; }
+inline __half __habs(__half a) { return __half(sycl::fabs(float(a))); }
+inline __half __hmax(__half a, __half b) { return float(a) < float(b) ? b : a; }
+inline __half __hmin(__half a, __half b) { return float(b) < float(a) ? b : a; }
+inline __half __hfma(__half a, __half b, __half c) {
+  return __half(sycl::fma(float(a), float(b), float(c)));
+}
+inline bool __hgt(__half a, __half b) { return float(a) > float(b); }
+inline bool __hlt(__half a, __half b) { return float(a) < float(b); }
+inline bool __hge(__half a, __half b) { return float(a) >= float(b); }
+inline bool __hle(__half a, __half b) { return float(a) <= float(b); }
+inline bool __heq(__half a, __half b) { return float(a) == float(b); }
+inline bool __hisnan(__half a) { return sycl::isnan(float(a)); }
+inline bool __hisinf(__half a) { return sycl::isinf(float(a)); }
+inline __half hexp(__half a) { return __half(sycl::exp(float(a))); }
+inline __half hlog(__half a) { return __half(sycl::log(float(a))); }
+inline __half hsqrt(__half a) { return __half(sycl::sqrt(float(a))); }
+inline __half hrsqrt(__half a) { return __half(sycl::rsqrt(float(a))); }
+inline __half __int2half_rn(int x) { return __half(float(x)); }
+inline int __half2int_rn(__half x) { return int(sycl::rint(float(x))); }
+inline int __half2int_rz(__half x) { return int(float(x)); }
+inline __half __float2half_rz(float x) { return __half(x); }
+inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
+inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return a / b; }
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return float(a) < float(b) ? b : a; }
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return float(b) < float(a) ? b : a; }
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+  return __nv_bfloat16(sycl::fma(float(a), float(b), float(c)));
+}
+inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
+inline __nv_bfloat162 __float2bfloat162_rn(float a) { return {__nv_bfloat16(a), __nv_bfloat16(a)}; }
+inline float2 __bfloat1622float2_(const __nv_bfloat162 &v) { return {float(v.x), float(v.y)}; }
+
+// CUDA's integer min/max device functions
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
+inline T atomicXor(T *p, U v) { return atomicXor<T>(p, T(v)); }
+template <class T, class U, class V, class = std::enable_if_t<!(std::is_same_v<T, U> && std::is_same_v<T, V>)>>
+inline T atomicCAS(T *p, U expected, V desired) { return atomicCAS<T>(p, T(expected), T(desired)); }

@@ -1,0 +1,257 @@
+"""Which file-scope declarations device code needs: the kernels' device-reachable closure.
+
+CUDA device code can only call ``__device__`` (or ``constexpr``) functions and use types,
+constants and ``__constant__``/``__device__`` variables. Everything else at file scope is
+host code (host classes holding ``cudaStream_t``, functors, explicit instantiations of host
+templates, globals, ...) and must never reach the SYCL compiler: one host class using a host
+API would break every kernel of its file. The closure starts from the kernels and follows
+names: each kept declaration's identifiers select the declarations (and macros) that
+declare them, until nothing new is reached. Names, not scopes: two namespaces declaring the
+same type name both stay (harmless), and a type is kept whole (its host-only member
+functions are dropped by the translator, as CUDA forbids calling them from device code).
+
+Preprocessor lines (``#define``, ``#if`` ...) always stay; only declarations go.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .parse import node_text, walk
+
+__all__ = ["drop_edits", "items"]
+
+CONTAINERS = {"translation_unit", "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif",
+              "preproc_elifdef", "namespace_definition", "declaration_list",
+              "linkage_specification"}
+_PREPROC = {"preproc_def", "preproc_function_def", "preproc_call", "preproc_include",
+            "comment", "#if", "#ifdef", "#ifndef", "#else", "#elif", "#endif", "#elifdef",
+            "identifier", "preproc_defined", "binary_expression", "unary_expression",
+            "parenthesized_expression", "number_literal", "preproc_arg", "call_expression",
+            "namespace", "namespace_identifier", "{", "}", "extern", "string_literal", "\n",
+            "preproc_directive", "char_literal", "true", "false"}
+_ALWAYS = {"static_assert_declaration"}
+_NAMES = ("identifier", "type_identifier", "namespace_identifier", "field_identifier")
+_DEVICE = {"__device__", "__global__"}
+
+
+def items(unit, spaces=None) -> list:
+    """Every file-scope declaration node (inside #if branches, namespaces, extern "C");
+    ``spaces`` (a dict) gets node id -> its namespace path (anonymous ones are transparent)."""
+    out, stack = [], [(unit.tree.root_node, ())]
+    while stack:
+        n, path = stack.pop()
+        if n.type == "namespace_definition":
+            nm = n.child_by_field_name("name")
+            if nm is not None:
+                path = path + tuple(node_text(unit.source, nm).split("::"))
+        for c in n.children:
+            if spaces is not None:
+                spaces[c.id] = path
+            if c.type == "linkage_specification" and (c.child_by_field_name("body") is None or
+                                                      c.child_by_field_name("body").type != "declaration_list"):
+                out.append(c)  # extern "C" void f(); is one item: never leave a bare extern "C"
+            elif c.type in CONTAINERS:
+                stack.append((c, path))
+            elif c.type not in _PREPROC and c.type != ";" and c.is_named:
+                # the condition of an #if is a field of the preproc node, not an item
+                if n.type.startswith("preproc_if") and c == n.child_by_field_name("condition"):
+                    continue
+                if n.type == "preproc_ifdef" and c == n.child_by_field_name("name"):
+                    continue
+                out.append(c)
+    return out
+
+
+def _unwrap(item):
+    """``extern "C" <declaration>`` -> the declaration."""
+    if item.type == "linkage_specification" and item.child_by_field_name("body") is not None:
+        return item.child_by_field_name("body")
+    return item
+
+
+def _declared(unit, item) -> set:
+    """Names ``item`` declares (functions, types, variables, enumerators, aliases)."""
+    s, n = unit.source, _unwrap(item)
+    while n.type == "template_declaration":
+        inner = [c for c in n.named_children if c.type != "template_parameter_list"]
+        if not inner:
+            return set()
+        n = inner[-1]
+    out = set()
+    if n.type == "function_definition":
+        d = n.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        if d is not None and d.child_by_field_name("declarator") is not None:
+            out.add(node_text(s, d.child_by_field_name("declarator")).split("::")[-1].split("<")[0].strip())
+        return out
+    for c in walk(n):
+        if c.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+            nm = c.child_by_field_name("name")
+            if nm is not None:
+                out.add(node_text(s, nm).split("<")[0])
+        elif c.type == "enumerator":
+            out.add(node_text(s, c.child_by_field_name("name")))
+    if n.type in ("type_definition", "declaration", "field_declaration"):
+        for d in n.children_by_field_name("declarator"):
+            ids = [x for x in walk(d) if x.type in ("identifier", "type_identifier", "field_identifier")]
+            if ids:
+                out.add(node_text(s, ids[0]))
+    elif n.type == "alias_declaration":
+        out.add(node_text(s, n.child_by_field_name("name")))
+    elif n.type == "namespace_alias_definition":  # namespace cg = cooperative_groups;
+        nm = n.child_by_field_name("name")
+        if nm is not None:
+            out.add("ns:" + node_text(s, nm))  # only a namespace use (``cg::``) reaches it
+    elif n.type == "using_declaration":  # using std::min; declares min here
+        ids = [x for x in walk(n) if x.type in ("identifier", "type_identifier")]
+        if ids:
+            out.add(node_text(s, ids[-1]))
+    return out
+
+
+def _is_device_code(unit, item) -> bool:
+    """A kernel, a ``__device__``/``constexpr`` function, or a function template of one."""
+    item = _unwrap(item)
+    kinds = {c.type for c in item.children}
+    n = item
+    while n.type == "template_declaration":
+        n = n.named_children[-1]
+        kinds |= {c.type for c in n.children}
+    if kinds & _DEVICE:
+        return True
+    return n.type == "function_definition" and any(
+        c.type == "type_qualifier" and node_text(unit.source, c) == "constexpr" for c in n.children)
+
+
+def _kind(unit, item) -> str:
+    """'function' | 'type' | 'variable' | 'instantiation' | 'other'."""
+    n = _unwrap(item)
+    while n.type == "template_declaration":
+        n = n.named_children[-1]
+    if n.type == "template_instantiation":
+        return "instantiation"
+    if n.type == "function_definition":
+        return "function"
+    if n.type == "declaration":
+        if any(c.type == "function_declarator" for c in walk(n.child_by_field_name("declarator") or n)):
+            return "prototype"
+        if n.child_by_field_name("declarator") is None:
+            return "type"  # struct X {...};
+        return "variable"
+    if n.type in ("struct_specifier", "class_specifier", "union_specifier", "enum_specifier",
+                  "type_definition", "alias_declaration", "concept_definition", "using_declaration",
+                  "namespace_alias_definition"):
+        return "type"
+    return "other"
+
+
+def _referenced(unit, item) -> set:
+    """(qualifier, name) of every name ``item`` uses (``db::load`` -> ("db", "load"))."""
+    out = set()
+    for c in walk(item):
+        if c.type == "namespace_identifier":
+            out.add(("", "ns:" + node_text(unit.source, c)))
+        if c.type in _NAMES:
+            q, p, me = "", c.parent, c
+            if p is not None and p.type in ("template_function", "template_type") and p.parent is not None:
+                p, me = p.parent, p
+            if p is not None and p.type == "qualified_identifier" and p.child_by_field_name("name") == me:
+                scope = p.child_by_field_name("scope")
+                q = node_text(unit.source, scope).split("<")[0] if scope is not None else ""
+            out.add((q, node_text(unit.source, c)))
+    return out
+
+
+def _visible(candidates, spaces, here, qual) -> list:
+    """The candidates a name used in namespace ``here`` (as ``qual::name``) can mean; all of
+    them when scoping cannot tell (a using-directive, a class scope)."""
+    def ok(c):
+        ns = spaces.get(c.id, ())
+        if qual:
+            return ns[-len(qual.split("::")):] == tuple(qual.split("::")) if ns else False
+        return ns == here[:len(ns)]
+    picked = [c for c in candidates if ok(c)]
+    if picked and not qual:  # an inner namespace's declaration hides the outer ones
+        deepest = max(len(spaces.get(c.id, ())) for c in picked)
+        picked = [c for c in picked if len(spaces.get(c.id, ())) == deepest]
+    return picked or list(candidates)
+
+
+_DEVICE_MACRO = re.compile(r"\b(__device__|__global__|__constant__)\b")
+
+
+def drop_edits(unit, kernels: list, extra_names=()) -> list:
+    """(start, end, "") edits deleting the file-scope declarations no kernel in ``kernels``
+    (Function objects) reaches, nor ``extra_names`` (the template arguments the wrappers
+    instantiate kernels with); also every explicit instantiation and host prototype."""
+    spaces: dict = {}
+    all_items = items(unit, spaces)
+    by_name: dict = {}
+    info = {}
+    for it in all_items:
+        kind = _kind(unit, it)
+        names = _declared(unit, it)
+        info[id(it)] = (kind, names)
+        for nm in names:
+            by_name.setdefault(nm, []).append(it)
+    macros = {}
+    for n in walk(unit.tree.root_node):
+        if n.type in ("preproc_def", "preproc_function_def"):
+            nm, v = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if nm is not None and v is not None:
+                macros.setdefault(node_text(unit.source, nm), set()).update(
+                    re.findall(r"[A-Za-z_]\w*", node_text(unit.source, v)))
+    kernel_nodes = {k.outer.id for k in kernels}
+    keep, todo, seen_names = set(), [None], set()
+    for it in all_items:
+        if it.id in kernel_nodes:
+            keep.add(it.id)
+            todo.append(it)
+    while todo:
+        it = todo.pop()
+        here = spaces.get(it.id, ()) if it is not None else ()
+        names = list(_referenced(unit, it)) if it is not None else [("", n) for n in extra_names]
+        while names:
+            qual, nm = names.pop()
+            if (here, qual, nm) in seen_names:
+                continue
+            seen_names.add((here, qual, nm))
+            names.extend(("", m) for m in macros.get(nm, ()))
+            for other in _visible(by_name.get(nm, ()), spaces, here, qual):
+                if other.id in keep:
+                    continue
+                kind = info[id(other)][0]
+                if kind in ("function", "prototype") and not _is_device_code(unit, other):
+                    continue  # host code: device code cannot call it
+                if kind == "instantiation":
+                    continue
+                if kind == "variable" and not _device_variable(unit, other):
+                    continue  # a host global: device code cannot read it
+                keep.add(other.id)
+                todo.append(other)
+    edits = []
+    for it in all_items:
+        if it.id in keep or it.type in _ALWAYS or _using_namespace(unit, it):
+            continue
+        if it.type == "ERROR" and _DEVICE_MACRO.search(node_text(unit.source, it)):
+            continue  # unparsed device code: keep it visible (the compiler will say)
+        end = it.end_byte
+        nxt = it.next_sibling
+        if nxt is not None and nxt.type == ";" and it.type in (
+                "struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
+            end = nxt.end_byte  # `struct X {...}` and its `;` are two nodes
+        edits.append((it.start_byte, end, ""))
+    return edits
+
+
+def _device_variable(unit, item) -> bool:
+    """``__constant__``/``__device__`` variables and compile-time constants."""
+    text = node_text(unit.source, _unwrap(item))
+    words = set(re.findall(r"\w+", text.split("=")[0]))
+    return bool(words & {"__constant__", "__device__", "__shared__", "const", "constexpr"})
+
+
+def _using_namespace(unit, item) -> bool:
+    return node_text(unit.source, item).lstrip().startswith("using namespace")
