@@ -60,8 +60,7 @@ def test_compiled_moe_matches_eager(gen, backend):
     assert all(g.abs().sum() > 0 for g in grads_e)  # every parameter got a real gradient
 
 
-def test_graph_holds_the_xvendor_ops(gen):
-    """The fast path must not be traced into the graph: dynamo must see the ops."""
+def _graph_targets(gen) -> list[str]:
     torch._dynamo.reset()
     seen = []
 
@@ -72,5 +71,22 @@ def test_graph_holds_the_xvendor_ops(gen):
     x = torch.randn(16, D, generator=gen)
     with torch.no_grad():  # the eager fast path would be taken here outside compile
         torch.compile(moe_block, fullgraph=True, backend=record)(x, *[p.detach() for p in _params(gen)])
+    return seen
+
+
+def test_graph_holds_torchs_ops_where_the_torch_backend_serves(gen):
+    """On the CPU every op's decision is the torch backend: Dynamo sees torch's own ops
+    (Inductor lowers and fuses them as the user's own torch calls), no xvendor op."""
+    seen = _graph_targets(gen)
+    assert not any("xvendor" in s for s in seen), seen
+    for name in ("rms_norm", "mm", "topk", "_grouped_mm"):
+        assert any(name in s for s in seen), (name, seen)
+
+
+def test_graph_holds_the_xvendor_ops_when_a_backend_is_requested(gen):
+    """The fast path must not be traced into the graph: with a kernel of ours decided (here
+    the reference, requested), Dynamo must see the ops."""
+    with xvendor.use_backend("reference"):
+        seen = _graph_targets(gen)
     for op in ("gemm", "grouped_mm", "rms_norm", "topk"):
         assert any(f"xvendor.{op}" in s for s in seen), (op, seen)

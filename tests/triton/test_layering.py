@@ -23,7 +23,7 @@ import pytest
 PKG = Path(importlib.util.find_spec("xvendor").origin).parent / "triton"  # the xvendor under test
 ROOT = PKG.parents[1]
 UPPER = ("xvendor.tuning", "xvendor.registry", "xvendor.ops")
-BELOW = ("backend", "launch", "crosscompile", "configs", "kernels", "scaled_kernels",
+BELOW = ("backend", "record", "launch", "crosscompile", "configs", "kernels", "scaled_kernels",
          "scaled_configs", "scaled_launch")
 ALLOWED = {"tunable": ("xvendor.tuning",)}
 

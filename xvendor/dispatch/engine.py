@@ -250,6 +250,9 @@ def register(backend: Backend, *, replace: bool = False) -> None:
                          f"xvendor ops are {sorted(_state.ops)}")
     _state.backends[backend.name] = backend
     _state.unavailable.pop(backend.name, None)
+    if backend.name == FLOOR:  # what the compiled path traces into
+        _FLOOR_RULES.clear()
+        _FLOOR_KERNELS.clear()
     for key in [k for k in _state.kernels if k[0] == backend.name]:
         del _state.kernels[key]
     _forget_decisions()
@@ -308,8 +311,6 @@ def reset(*, configuration: bool = False) -> None:
         _state.tuned_hook = _state.default_tuned_hook
     _state.clear()
     _forget_decisions()
-    _FLOOR_RULES.clear()
-    _FLOOR_KERNELS.clear()
     _gate.clear()
     devices.clear_cache()
 
@@ -646,10 +647,16 @@ def traced_floor(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
     """
     if not _floor_decided(op, device, dtype, backend):
         return None
-    rule = _FLOOR_RULES[(op, device)]
+    # Filled when Dynamo ran _floor_decided (Dynamo may reuse its result without running it
+    # again, so reset() keeps them: they change only when the torch record is replaced);
+    # should they be empty, the xvendor op stays, which is still correct.
+    kernel, key = _FLOOR_KERNELS.get(op), (op, device)
+    if kernel is None or key not in _FLOOR_RULES:
+        return None
+    rule = _FLOOR_RULES[key]
     if rule is not None and rule(*args) is not None:
         return None
-    return _FLOOR_KERNELS[op]
+    return kernel
 
 
 _FLOOR_RULES: dict = {}  # (op, device) -> the floor's per-call rule (None: every call)
