@@ -14,8 +14,10 @@ shape class is ``(layout, m, n, k, groups, out_dtype)``; grouped layouts are wri
 
 from __future__ import annotations
 
-__all__ = ["GROUPED_FORMS", "pow2_bucket", "m_bucket", "operand_layout", "grouped_sizes",
-           "gemm_class", "grouped_mm_class"]
+from typing import NamedTuple
+
+__all__ = ["GROUPED_FORMS", "GroupedProblem", "pow2_bucket", "m_bucket", "operand_layout",
+           "grouped_problem", "gemm_class", "grouped_mm_class"]
 
 # The four forms of torch._grouped_mm, by (a.dim(), b.dim()), and what offs runs along.
 GROUPED_FORMS = {(2, 3): "2Dx3D", (3, 2): "3Dx2D", (2, 2): "2Dx2D", (3, 3): "3Dx3D"}
@@ -40,19 +42,62 @@ def _dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def grouped_sizes(a, b, offs) -> tuple:
-    """(groups, ragged extent, out shape, bias shape, bias rule) of a grouped_mm call.
+class GroupedProblem(NamedTuple):
+    """One grouped_mm call's problem, worked out once from the operands' shapes (frozen).
 
-    2Dx3D is ragged along the rows of a, 3Dx2D along the columns of b, 2Dx2D along K;
-    3Dx3D is batched (no offs).
+    ``m``, ``n``: the rows and columns of each group's output (2Dx3D: all rows of ``a``,
+    shared by the groups through ``offs``; 3Dx2D: all columns of ``b``); ``k`` the
+    contraction; ``ragged`` the dimension ``offs`` splits ("m", "n", "k"; None for the
+    batched 3Dx3D) and ``extent`` its length, the bound on ``offs[-1]``.
     """
+
+    form: str            # "2Dx3D", "3Dx2D", "2Dx2D", "3Dx3D" (GROUPED_FORMS)
+    groups: int
+    m: int
+    n: int
+    k: int
+    ragged: str | None
+    extent: int
+    out_shape: tuple
+    bias_shape: tuple
+    bias_rule: str
+
+
+_PROBLEMS: dict = {}
+
+
+def grouped_problem(a, b, offs) -> GroupedProblem:
+    """The ``GroupedProblem`` of ``grouped_mm(a, b, offs, ...)`` (2-D/3-D operands whose
+    inner dimensions the op has checked). Kept per shape triple: a training step asks for
+    the same few problems on every call, from the op's checks, its fake, the shape class,
+    the gate and the backend's launch, and each gets the same record."""
+    key = (a.shape, b.shape, None if offs is None else offs.shape[0])
+    try:
+        found = _PROBLEMS.get(key)
+    except TypeError:  # symbolic sizes (torch.compile with dynamic shapes) do not hash
+        return _work_out(a, b, offs)
+    if found is None:
+        if len(_PROBLEMS) > 256:  # a run has few shapes; a sweep must not grow this forever
+            _PROBLEMS.clear()
+        found = _PROBLEMS[key] = _work_out(a, b, offs)
+    return found
+
+
+def _work_out(a, b, offs) -> GroupedProblem:
     form = (a.dim(), b.dim())
     if form == (2, 3):
-        return b.shape[0], a.shape[0], (a.shape[0], b.shape[2]), (b.shape[0], b.shape[2]), "(G, N)"
-    if form == (3, 2):
-        return a.shape[0], b.shape[1], (a.shape[1], b.shape[1]), (b.shape[1],), "(N,)"
-    g = offs.shape[0] if form == (2, 2) else a.shape[0]
-    return g, a.shape[-1], (g, a.shape[-2], b.shape[-1]), (g, b.shape[-1]), "(G, N)"
+        (m, k), g, n = a.shape, b.shape[0], b.shape[2]
+        p = GroupedProblem("2Dx3D", g, m, n, k, "m", m, (m, n), (g, n), "(G, N)")
+    elif form == (3, 2):
+        (g, m, k), n = a.shape, b.shape[1]
+        p = GroupedProblem("3Dx2D", g, m, n, k, "n", n, (m, n), (n,), "(N,)")
+    elif form == (2, 2):
+        (m, k), g, n = a.shape, offs.shape[0], b.shape[1]
+        p = GroupedProblem("2Dx2D", g, m, n, k, "k", k, (g, m, n), (g, n), "(G, N)")
+    else:
+        (g, m, k), n = a.shape, b.shape[2]
+        p = GroupedProblem("3Dx3D", g, m, n, k, None, k, (g, m, n), (g, n), "(G, N)")
+    return p
 
 
 def gemm_class(a, b, bias=None, out_dtype=None) -> tuple:
@@ -81,7 +126,7 @@ def topk_class(x, k, dim=-1, largest=True, sorted=True) -> tuple:
 
 def grouped_mm_class(a, b, offs=None, bias=None, out_dtype=None) -> tuple:
     """The shape class of ``grouped_mm(a, b, offs, bias, out_dtype)``."""
-    groups = grouped_sizes(a, b, offs)[0]
-    layout = f"{GROUPED_FORMS[(a.dim(), b.dim())]}:{operand_layout(a)}{operand_layout(b)}"
-    return (layout, m_bucket(a.shape[-2]), b.shape[-1], a.shape[-1], pow2_bucket(groups),
+    p = grouped_problem(a, b, offs)
+    layout = f"{p.form}:{operand_layout(a)}{operand_layout(b)}"
+    return (layout, m_bucket(a.shape[-2]), b.shape[-1], a.shape[-1], pow2_bucket(p.groups),
             _dtype_name(out_dtype or a.dtype))

@@ -415,7 +415,11 @@ def test_grouped_2d3d_equals_scaled_mm_per_group(gen, recipe, dt):
         sb_g = sb[g].unsqueeze(0) if recipe == RW else sb[g]
         want = xvendor.scaled_mm(a[s:e], b[g], sa_g, recipe, sb_g, recipe,
                                  output_dtype=torch.float32)
-        assert torch.equal(out[s:e], want)
+        # Two different torch kernels (grouped vs one GEMM) may sum the K=64 products in
+        # another order (seen on an AVX-512 CPU: ~9 ulp): equal up to fp32 reordering,
+        # k * eps of the largest output (a wrong group or scale is off by O(1)).
+        bound = 64 * torch.finfo(torch.float32).eps * want.abs().max()
+        assert ((out[s:e] - want).abs() <= bound).all(), (out[s:e] - want).abs().max()
     assert (out[25:] == 0).all()
 
 

@@ -23,6 +23,7 @@ every call through torch's dispatcher (debugging, profiling).
 from __future__ import annotations
 
 import inspect
+import operator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -201,6 +202,11 @@ def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int
         check_group_ends_on_device(op, offs, extent, where, start_multiple)
         return
     ends = offs.tolist()
+    # The common case, all rules met, in C-level builtins (a Python loop over 128 experts
+    # costs ~5 us per call); the loop below only finds the first broken rule to name it.
+    if ends[0] >= 0 and ends[-1] <= extent and all(map(operator.le, ends, ends[1:])) \
+            and not (start_multiple and any(s % start_multiple for s in ends[:-1])):
+        return
     if ends[0] < 0:
         raise ArgumentError(op, "offs", f"must be non-negative, got offs[0] = {ends[0]}")
     for i in range(1, len(ends)):

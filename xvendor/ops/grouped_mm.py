@@ -30,13 +30,14 @@ from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
-_RAGGED = {(2, 3): "rows of a", (3, 2): "columns of b", (2, 2): "K (columns of a)"}
+_RAGGED = {"m": "rows of a", "n": "columns of b", "k": "K (columns of a)"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_layout_sizes = shapes.grouped_sizes
+problem = shapes.grouped_problem
 
 
-def check(a, b, offs=None, bias=None, out_dtype=None) -> None:
-    """Metadata rules (no data reads; the fake implementation runs these too)."""
+def check(a, b, offs=None, bias=None, out_dtype=None) -> shapes.GroupedProblem:
+    """Metadata rules (no data reads; the fake implementation runs these too); the call's
+    ``GroupedProblem``, which the backends, the gate and the fake build from."""
     check_tensor(OP, "a", a)
     check_tensor(OP, "b", b)
     for name, t in (("a", a), ("b", b)):
@@ -60,14 +61,16 @@ def check(a, b, offs=None, bias=None, out_dtype=None) -> None:
     else:
         _check_offs_meta(a, b, offs, layout)
     check_out_dtype(OP, a.dtype, out_dtype)
-    _, _, _, bias_shape, rule = _layout_sizes(a, b, offs)
-    check_bias(OP, bias, bias_shape, a.dtype, out_dtype, a, rule)
+    p = problem(a, b, offs)
+    check_bias(OP, bias, p.bias_shape, a.dtype, out_dtype, a, p.bias_rule)
+    return p
 
 
 def _check_offs_meta(a, b, offs, layout) -> None:
     if offs is None:
+        along = _RAGGED[{(2, 3): "m", (3, 2): "n", (2, 2): "k"}[layout]]
         raise ArgumentError(OP, "offs", f"is required for {layout[0]}-D x {layout[1]}-D inputs "
-                                        f"(int32 cumulative ends along the {_RAGGED[layout]})")
+                                        f"(int32 cumulative ends along the {along})")
     check_tensor(OP, "offs", offs)
     if offs.dtype != torch.int32:
         raise ArgumentError(OP, "offs", f"must be int32 (cumulative group ends), got {offs.dtype}")
@@ -83,25 +86,23 @@ def _check_offs_meta(a, b, offs, layout) -> None:
         raise ArgumentError(OP, "offs", "must have at least one group for 2-D x 2-D inputs")
 
 
-def check_offs_values(a, b, offs) -> None:
-    """Data rules on offs (``check_group_ends``) along this layout's ragged dimension."""
+def check_offs_values(p: shapes.GroupedProblem, offs) -> None:
+    """Data rules on offs (``check_group_ends``) along the problem's ragged dimension."""
     if offs is not None:
-        check_group_ends(OP, offs, _layout_sizes(a, b, offs)[1], _RAGGED[(a.dim(), b.dim())])
+        check_group_ends(OP, offs, p.extent, _RAGGED[p.ragged])
 
 
 @torch.library.custom_op("xvendor::grouped_mm", mutates_args=())
 def grouped_mm_op(a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
                   bias: Optional[Tensor] = None, out_dtype: Optional[torch.dtype] = None,
                   backend: Optional[str] = None) -> Tensor:
-    check(a, b, offs, bias, out_dtype)
-    check_offs_values(a, b, offs)
+    check_offs_values(check(a, b, offs, bias, out_dtype), offs)
     return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
 
 
 @grouped_mm_op.register_fake
 def _(a, b, offs=None, bias=None, out_dtype=None, backend=None):
-    check(a, b, offs, bias, out_dtype)
-    return a.new_empty(_layout_sizes(a, b, offs)[2], dtype=out_dtype or a.dtype)
+    return a.new_empty(check(a, b, offs, bias, out_dtype).out_shape, dtype=out_dtype or a.dtype)
 
 
 def _setup(ctx, inputs, output):
@@ -156,11 +157,11 @@ grouped_mm_op.register_autograd(_backward, setup_context=_setup)
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
                out_dtype: torch.dtype | None = None, *, backend: str | None = None) -> Tensor:
     """Ragged / batched matmul over groups; the layouts are in the module docstring."""
-    check(a, b, offs, bias, out_dtype)  # our errors, also at trace time
+    p = check(a, b, offs, bias, out_dtype)  # our errors, also at trace time
     if type(a) in _PLAIN and type(b) in _PLAIN and not (a.requires_grad or b.requires_grad) \
             and (bias is None or not bias.requires_grad) and type(offs) in _OFFS \
             and type(bias) in _BIAS and fast_path_open():
-        check_offs_values(a, b, offs)
+        check_offs_values(p, offs)
         return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
         return floor(a, b, offs, bias, out_dtype)

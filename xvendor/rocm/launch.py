@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import shapes
+
 _DT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _MAX_BYTES = 2**31  # buffer descriptors hold 32-bit byte counts
 
@@ -208,12 +210,9 @@ def plan_grouped(a, b, offs, bias, out_dtype, cfg) -> Launch:
     if p.spec["c_col_major"]:
         a, b, bias = b.t(), a.transpose(1, 2), None  # the problem the kernel runs
     mode = p.template
-    if mode == "2Dx3D":
-        G, (M, K), N = b.shape[0], a.shape, b.shape[2]
-    elif mode == "2Dx2D":
-        G, (M, K), N = offs.shape[0], a.shape, b.shape[1]
-    else:
-        G, M, K, N = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+    # the problem the kernel runs (3Dx2D: its transpose, a 2Dx3D ragged over the rows)
+    kp = shapes.grouped_problem(a, b, offs)
+    G, M, N, K = kp.groups, kp.m, kp.n, kp.k
     A, B = _operands(p)
     shape = (M, N) if mode == "2Dx3D" else (G, M, N)
     # zeros: rows past offs[-1] (2Dx3D) are never written by the kernel and must read 0

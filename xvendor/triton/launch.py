@@ -6,7 +6,8 @@ cross-compiler (``crosscompile``) feeds the same arguments, built on ``meta`` te
 Triton's binder, so a cross-compile is specialized exactly as a real launch would be.
 
 This module sits below the dispatch layer and the tuner: it imports neither (nor the ops),
-only ``xvendor.devices`` for device facts. That is what lets the tuner's sweep import the
+only ``xvendor.devices`` for device facts and ``xvendor.shapes`` for the grouped problem
+(both leaves). That is what lets the tuner's sweep import the
 cross-compiler without an import cycle through the backend.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import devices
+from .. import devices, shapes
 from . import configs
 
 __all__ = ["gemm_launch", "grouped_mm_launch", "grouped_out_shape", "interpreting",
@@ -104,19 +105,11 @@ def gemm_launch(a, b, bias, out, cfg, backend_name):
 def _grouped_layout(a, b, offs, bias):
     """(RAGGED, G, M, N, K, out shape, a/b/c group strides, bias strides) of one call."""
     k = _load()
-    ga, gb = (a.stride(0), 0) if a.dim() == 3 else (0, 0)
-    if a.dim() == 2 and b.dim() == 3:
-        ragged, G, M, N, K = k.RAGGED_M, b.shape[0], a.shape[0], b.shape[2], a.shape[1]
-        out_shape, gb = (M, N), b.stride(0)
-    elif a.dim() == 3 and b.dim() == 2:
-        ragged, G, M, N, K = k.RAGGED_N, a.shape[0], a.shape[1], b.shape[1], a.shape[2]
-        out_shape = (M, N)
-    elif a.dim() == 2:
-        ragged, G, M, N, K = k.RAGGED_K, offs.shape[0], a.shape[0], b.shape[1], a.shape[1]
-        out_shape = (G, M, N)
-    else:
-        ragged, G, M, N, K = k.BATCHED, a.shape[0], a.shape[1], b.shape[2], a.shape[2]
-        out_shape, gb = (G, M, N), b.stride(0)
+    p = shapes.grouped_problem(a, b, offs)
+    ragged = {"m": k.RAGGED_M, "n": k.RAGGED_N, "k": k.RAGGED_K, None: k.BATCHED}[p.ragged]
+    G, M, N, K, out_shape = p.groups, p.m, p.n, p.k, p.out_shape
+    ga = a.stride(0) if a.dim() == 3 else 0
+    gb = b.stride(0) if b.dim() == 3 else 0
     if bias is None:
         bias_strides = (0, 0)
     elif bias.dim() == 1:

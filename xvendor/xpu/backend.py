@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import shapes
 from . import environment, runtime
 from .tensors import TAGS, Launch
 
@@ -127,16 +128,12 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None, *, config=None):
     tile = _tile(config)
     out_dtype = out_dtype or a.dtype
     name = f"{TAGS[a.dtype]}_{TAGS[out_dtype]}"
-    if a.dim() == 2 and b.dim() == 3:  # out (R, N): rows of a ragged
-        out = torch.empty((a.shape[0], b.shape[2]), dtype=out_dtype, device=a.device)
-        return _ragged_rows(name, a, b, offs, bias, out, transposed=False, tile=tile)
-    if a.dim() == 3 and b.dim() == 2:  # out (M, N): columns of b ragged -> rows of out^T
-        out = torch.empty((a.shape[1], b.shape[1]), dtype=out_dtype, device=a.device)
-        return _ragged_rows(name, a, b, offs, bias, out, transposed=True, tile=tile)
+    p = shapes.grouped_problem(a, b, offs)
+    out = torch.empty(p.out_shape, dtype=out_dtype, device=a.device)
+    if p.ragged in ("m", "n"):  # rows of a ragged; 3Dx2D: columns of b -> rows of out^T
+        return _ragged_rows(name, a, b, offs, bias, out, p, tile=tile)
     bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
-    groups = a.shape[0] if a.dim() == 3 else offs.shape[0]
-    m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
-    out = torch.empty((groups, m, n), dtype=out_dtype, device=a.device)
+    groups, m, n, k = p.groups, p.m, p.n, p.k
     if out.numel() == 0:
         return out
     run, (pa, sa), (pb, sb), po, pbias, pc = _grouped_operands(a, b, offs, bias, out)
@@ -161,18 +158,18 @@ def _grouped_operands(a, b, offs, bias, out):
     return run, pa, pb, po, pbias, run.output("out", out)
 
 
-def _ragged_rows(name, a, b, offs, bias, out, transposed, tile):
+def _ragged_rows(name, a, b, offs, bias, out, p, tile):
     """2Dx3D, or 3Dx2D as its transpose: out^T (N, M) = b^T (N, K) @ a[g]^T (K, M)."""
     if out.numel() == 0:
         return out
     run, (pa, sa), (pb, sb), po, pbias, pc = _grouped_operands(a, b, offs, bias, out)
-    groups = offs.shape[0]
-    if not transposed:  # rows: a (R, K); per group b[g] (K, N); bias[g, n]
-        rows, cols, k = a.shape[0], b.shape[2], a.shape[1]
+    groups, k = p.groups, p.k
+    if p.ragged == "m":  # rows: a (R, K); per group b[g] (K, N); bias[g, n]
+        rows, cols = p.m, p.n
         lhs, rhs = (pa, sa[0], sa[1]), (pb, sb[0], sb[1], sb[2])
         bias_s, out_s = (cols, 0, 1), (cols, 1)
     else:  # rows: columns of b, i.e. b^T (N, K); per group a[g]^T (K, M); bias[row]
-        rows, cols, k = b.shape[1], a.shape[1], a.shape[2]
+        rows, cols = p.n, p.m
         lhs, rhs = (pb, sb[1], sb[0]), (pa, sa[0], sa[2], sa[1])
         bias_s, out_s = (0, 1, 0), (1, rows)
     bm, bn = tile["WM"] * tile["RM"], tile["WN"] * tile["RN"]
