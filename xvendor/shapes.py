@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from torch.compiler import is_compiling as _compiling
+
 __all__ = ["GROUPED_FORMS", "GroupedProblem", "pow2_bucket", "m_bucket", "operand_layout",
            "grouped_problem", "gemm_class", "grouped_mm_class"]
 
@@ -71,6 +73,8 @@ def grouped_problem(a, b, offs) -> GroupedProblem:
     inner dimensions the op has checked). Kept per shape triple: a training step asks for
     the same few problems on every call, from the op's checks, its fake, the shape class,
     the gate and the backend's launch, and each gets the same record."""
+    if _compiling():  # traced: no cache (Dynamo would guard on its contents)
+        return _work_out(a, b, offs)
     key = (a.shape, b.shape, None if offs is None else offs.shape[0])
     try:
         found = _PROBLEMS.get(key)

@@ -186,3 +186,17 @@ def test_scaled_mm_is_served_on_request_with_one_gate_verdict_per_format_and_rec
         assert f"/{flags}/" in backend.gate_identity("scaled_mm", info, torch.bfloat16, call, None)
         aligns.append(plan.spec["n_align"])
     assert aligns == [8, 4, 8]
+
+
+@pytest.mark.l0
+def test_the_flydsl_arch_pair_is_one_datum():
+    """The record, the backend, the scaled configs and the tuning tables read the pair from
+    rocm.configs, and its wave widths agree with the arch table."""
+    from xvendor import archs
+    from xvendor.rocm import backend, configs, record, scaled_configs
+    from xvendor.tuning import compile_cli, shipped
+    assert record.BACKEND.archs == frozenset(configs.TARGETS)
+    assert backend.ARCHS is configs.TARGETS is scaled_configs.TARGETS is shipped.ARCHS
+    assert compile_cli.BACKEND_TARGETS["flydsl"] is configs.TARGETS
+    for arch in configs.TARGETS:
+        assert configs.WAVE[arch] == archs.arch_spec(arch).wave_size

@@ -55,7 +55,8 @@ __all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "Fallback
            "backends", "ops", "define_op", "select", "decide", "dispatcher", "explain_request",
            "use_backend", "requested_backend", "set_tuned_lookup", "tunable", "reset",
            "plugin_problems", "fallbacks", "fallback_count", "device_info", "unavailable_reason",
-           "IN_TREE", "REFERENCE", "FLOOR", "load_attr", "FLOAT_DTYPES"]
+           "IN_TREE", "REFERENCE", "FLOOR", "load_attr", "FLOAT_DTYPES", "floor_kernel",
+           "floor_refuses", "never_reason", "failed_reason"]
 
 REFERENCE = "reference"
 FLOOR = "torch"
@@ -657,6 +658,27 @@ def traced_floor(op: str, device: torch.device, dtype: torch.dtype, args: tuple,
     if rule is not None and rule(*args) is not None:
         return None
     return kernel
+
+
+def floor_kernel(op: str) -> Callable:
+    """The floor's (torch's own) kernel for ``op``."""
+    return _state.kernel(FLOOR, op)
+
+
+def floor_refuses(op: str, device: torch.device, args: tuple) -> str | None:
+    """Why the floor's rules refuse this call, or ``None`` when they take it."""
+    rule = _rules(_state.backends[FLOOR], op, device_info(device))
+    if isinstance(rule, str):
+        return rule
+    return rule(*args) if callable(rule) else None
+
+
+def never_reason(b: Backend, op: str, dev: devices.DeviceInfo) -> str | None:
+    """Why ``b``'s rules never take ``op`` on ``dev`` (None: they may)."""
+    return _never(b, op, dev)
+
+
+failed_reason = _failed_reason  # why (backend, op, device, dtype) is out: it failed here
 
 
 _FLOOR_RULES: dict = {}  # (op, device) -> the floor's per-call rule (None: every call)

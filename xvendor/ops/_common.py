@@ -33,7 +33,7 @@ import torch.compiler
 from .. import registry
 
 __all__ = ["ArgumentError", "Case", "OpSpec", "SPECS", "define", "fast_path_open",
-           "set_fast_path", "check_float", "check_same_device", "traced_torch"]
+           "set_fast_path", "check_float", "check_same_device", "traced_torch", "traced"]
 
 
 class ArgumentError(ValueError):
@@ -122,6 +122,22 @@ def traced_torch(op: str, device, dtype, args: tuple, backend):
     if not _compiling():
         return None
     return registry.traced_floor(op, device, dtype, args, backend)
+
+
+def traced(op: str) -> None:
+    """Called from each op's fake implementation: while a graph is being traced (Dynamo
+    runs fake implementations, never traces them), register the op with Inductor's
+    max-autotune choices once (NOTE [max-autotune choices] in ``xvendor.dispatch.autotune``)."""
+    if op not in _autotune_registered and torch._guards.TracingContext.try_get() is not None:
+        _autotune_registered.add(op)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        from ..dispatch import autotune
+        with unset_fake_temporarily():  # Inductor's modules import outside the fake mode
+            autotune.ensure_registered(op)
+
+
+_autotune_registered: set = set()
 
 
 def fast_path_open() -> bool:

@@ -17,7 +17,7 @@ from ..registry import dispatcher
 from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
-                      check_tensor, define, needs_grad, traced_torch)
+                      check_tensor, define, needs_grad, traced_torch, traced)
 
 OP = "gemm"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -65,6 +65,7 @@ def gemm_op(a: Tensor, b: Tensor, bias: Optional[Tensor] = None,
 @gemm_op.register_fake
 def _(a, b, bias=None, out_dtype=None, backend=None):
     check(a, b, bias, out_dtype)
+    traced(OP)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or a.dtype)
 
 

@@ -26,7 +26,7 @@ from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_group_ends, check_out_dtype, check_same_device, check_tensor,
-                      define, fast_path_open, needs_grad, traced_torch)
+                      define, fast_path_open, needs_grad, traced_torch, traced)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
@@ -102,6 +102,7 @@ def grouped_mm_op(a: Tensor, b: Tensor, offs: Optional[Tensor] = None,
 
 @grouped_mm_op.register_fake
 def _(a, b, offs=None, bias=None, out_dtype=None, backend=None):
+    traced(OP)
     return a.new_empty(check(a, b, offs, bias, out_dtype).out_shape, dtype=out_dtype or a.dtype)
 
 

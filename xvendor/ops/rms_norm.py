@@ -28,7 +28,7 @@ from torch import Tensor
 from .. import numerics, registry, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
-                      check_tensor, define, fast_path_open, needs_grad, traced_torch)
+                      check_tensor, define, fast_path_open, needs_grad, traced_torch, traced)
 
 OP = "rms_norm"
 BWD = "rms_norm_backward"
@@ -83,6 +83,7 @@ def rms_norm_op(x: Tensor, weight: Optional[Tensor] = None, eps: Optional[float]
 @rms_norm_op.register_fake
 def _(x, weight=None, eps=None, backend=None):
     check(x, weight, eps)
+    traced(OP)
     return torch.empty_like(x)
 
 

@@ -37,7 +37,7 @@ from torch.nn.functional import ScalingType
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_group_ends, check_same_device,
-                      check_tensor, define, fast_path_open, traced_torch)
+                      check_tensor, define, fast_path_open, traced_torch, traced)
 from .scaled_mm import (BLOCK, FP4, MX, NO_SWIZZLE, ROWWISE, E4, E5, check_operand_dtypes,
                         check_output_dtype, check_scale, recipe_id, swizzle_id)
 from .scaled_mm import scaled_inputs
@@ -131,6 +131,7 @@ def scaled_grouped_mm_op(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a: int, s
 def _(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=None, swizzle_b=None,
       output_dtype=torch.bfloat16, backend=None):
     check(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a, swizzle_b, output_dtype)
+    traced(OP)
     return a.new_empty(_out_shape(a, b, offs), dtype=output_dtype)
 
 

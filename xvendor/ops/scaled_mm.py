@@ -56,7 +56,7 @@ from torch.nn.functional import ScalingType, SwizzleType
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_same_device, check_tensor, define,
-                      fast_path_open, traced_torch)
+                      fast_path_open, traced_torch, traced)
 
 OP = "scaled_mm"
 dispatch = dispatcher(OP)
@@ -187,6 +187,7 @@ def scaled_mm_op(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a: int, scale_b: 
 def _(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=None, swizzle_b=None, bias=None,
       output_dtype=torch.bfloat16, backend=None):
     check(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a, swizzle_b, bias, output_dtype)
+    traced(OP)
     return a.new_empty((a.shape[0], b.shape[1]), dtype=output_dtype)
 
 

@@ -36,7 +36,7 @@ from . import configs, launch, rmsnorm, scaled_configs, scaled_launch, topk as _
 __all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "rms_norm_backward",
            "rms_norm_residual", "topk", "probe", "gate_identity"]
 
-ARCHS = ("gfx950", "gfx1250")
+ARCHS = configs.TARGETS
 _built: dict = {}
 
 

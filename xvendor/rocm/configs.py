@@ -47,7 +47,10 @@ VARIANTS = {"gemm": ("gemm:NN",), "grouped_mm": ("grouped_mm:2Dx2D", "grouped_mm
             "rms_norm": ("rms_norm:rows", "rms_norm:fp32w", "rms_norm:residual"),
             "rms_norm_bwd": ("rms_norm_bwd:fp32", "rms_norm_bwd:nw"),
             "topk:router": ("topk:router:fp32",), "topk:radix": ("topk:radix:smallest",)}
+# THE arch pair of the FlyDSL backend, and each one's wave width: every module of rocm/
+# (record, backend, templates' configs) reads them from here.
 TARGETS = ("gfx950", "gfx1250")
+WAVE = {"gfx950": 64, "gfx1250": 32}  # MI355X wave64, MI450 wave32 (xvendor.archs agrees)
 
 
 def base_template(name: str) -> str:
@@ -171,13 +174,12 @@ NORM_DEFAULTS: dict[str, dict[str, NormConfig]] = {
     "gfx950": {"rms_norm": NormConfig(8, 1, 4), "rms_norm:rows": NormConfig(8, 4, 4)},
     "gfx1250": {"rms_norm": NormConfig(8, 1, 8), "rms_norm:rows": NormConfig(8, 8, 8)},
 }
-_WAVE = {"gfx950": 64, "gfx1250": 32}
 
 
 def norm_for(arch: str, hidden: int) -> NormConfig:
     """The default RMSNorm config for rows of ``hidden`` elements (see NORM_DEFAULTS)."""
     one_row = NORM_DEFAULTS[arch]["rms_norm"]
-    if hidden >= one_row.waves * _WAVE[arch] * one_row.vec:
+    if hidden >= one_row.waves * WAVE[arch] * one_row.vec:
         return one_row
     return NORM_DEFAULTS[arch]["rms_norm:rows"]
 
@@ -287,6 +289,6 @@ def topk_for(arch: str, n: int, k: int) -> TopkConfig:
     """The default topk config for rows of ``n`` elements: the router form while a wave
     holds the row in registers and k fits its lanes, else radix select."""
     router = TOPK_DEFAULTS[arch]["router"]
-    if n <= router.vec * _WAVE[arch] and k <= _WAVE[arch]:
+    if n <= router.vec * WAVE[arch] and k <= WAVE[arch]:
         return router
     return TOPK_DEFAULTS[arch]["radix"]

@@ -3,11 +3,12 @@
 import torch
 
 from ..dispatch.records import Backend
+from .configs import TARGETS
 
 BACKEND = Backend(
     name="flydsl", module="xvendor.rocm.backend",
     ops={"gemm", "grouped_mm", "rms_norm", "rms_norm_backward", "topk", "scaled_mm"},
-    device_types={"cuda"}, vendors={"amd"}, archs={"gfx950", "gfx1250"},
+    device_types={"cuda"}, vendors={"amd"}, archs=set(TARGETS),
     dtypes={torch.float16, torch.bfloat16},
     # topk: fp32 router logits; scaled_mm: decided on its output dtype (bf16 only)
     op_dtypes={"topk": {torch.float16, torch.bfloat16, torch.float32},

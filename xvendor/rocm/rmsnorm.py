@@ -52,8 +52,7 @@ from __future__ import annotations
 import torch
 
 from . import launch as _launch
-
-WAVE = {"gfx950": 64, "gfx1250": 32}
+from .configs import WAVE
 _DT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 _BITS = {"bf16": 16, "fp16": 16, "fp32": 32}
 _MAX_ELEMS = 2**31 // 4  # row offsets are int32 element counts, descriptors 32-bit bytes

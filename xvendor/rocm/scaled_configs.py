@@ -18,12 +18,11 @@ with no spills and LDS within the arch):
 
 from __future__ import annotations
 
-from .configs import Config
+from .configs import TARGETS, WAVE, Config
 
 TEMPLATE = "scaled_mm:mx"
 TEMPLATE_ROWWISE = "scaled_mm:rowwise"  # TensorWise / RowWise fp32 scales, e4m3 only
 FORMATS = ("e4m3", "e2m1")
-TARGETS = ("gfx950", "gfx1250")
 
 
 def _space(rows) -> tuple[Config, ...]:
@@ -49,7 +48,6 @@ DEFAULTS: dict[str, Config] = {
 # for it by name: an fp8 GEMM can also compile to the older, unscaled fp8 MFMA).
 MX_INSTR = {"gfx950": "v_mfma_scale_f32_16x16x128_f8f6f4",
             "gfx1250": "v_wmma_scale_f32_16x16x128_f8f6f4"}
-WAVE = {"gfx950": 64, "gfx1250": 32}
 
 
 def check(cfg: Config, arch: str) -> None:

@@ -59,12 +59,12 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     (``rules.GROUPED_MM_ALIGNED_BASE``) a 16-byte aligned offset."""
     align = 16 // t.element_size()
     st, sh = t.stride(), t.shape
-    # (traced: Dynamo cannot read an intermediate's offset; the graph's tensors are fresh)
-    if torch.compiler.is_compiling() or t.device.type not in GROUPED_MM_ALIGNED_BASE \
-            or t.storage_offset() % align == 0:
-        if st[-2] == 1 and st[-1] >= max(1, sh[-2]) and st[-1] % align == 0:
-            return t
-        if st[-1] == 1 and st[-2] >= max(1, sh[-1]) and st[-2] % align == 0:
+    # row-major (the common case first) or column-major, leading stride a multiple of 16 B
+    if (st[-1] == 1 and st[-2] % align == 0 and st[-2] >= max(1, sh[-1])) \
+            or (st[-2] == 1 and st[-1] % align == 0 and st[-1] >= max(1, sh[-2])):
+        # (traced: Dynamo cannot read an intermediate's offset; the graph's are fresh)
+        if t.device.type not in GROUPED_MM_ALIGNED_BASE or torch.compiler.is_compiling() \
+                or t.storage_offset() % align == 0:
             return t
     cols = sh[-1]
     padded = max(align, -(-cols // align) * align)
@@ -142,8 +142,10 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
         out = _zero_past_end(out, offs, 1)
     elif bias is not None:  # 2Dx2D and 3Dx3D: (G, M, N), bias (G, N)
         out = out.add_(bias.to(out.dtype).unsqueeze(1))
+    if out.dtype != out_dtype:
+        out = out.to(out_dtype)
     # torch pads its output's rows to 16 bytes too: xvendor's (and the fake's) is dense
-    return out.to(out_dtype).contiguous()
+    return out if out.is_contiguous() else out.contiguous()
 
 
 def _mask_unowned(a, b, offs):

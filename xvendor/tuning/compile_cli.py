@@ -22,9 +22,13 @@ import json
 import sys
 import time
 
+from ..rocm.configs import TARGETS as FLYDSL_TARGETS
+from ..triton.configs import TARGETS as TRITON_TARGETS
+
 BACKENDS = ("triton", "flydsl")
-ALL_TARGETS = ("gfx950", "gfx1250", "gfx942", "sm_90")
-BACKEND_TARGETS = {"triton": ALL_TARGETS, "flydsl": ("gfx950", "gfx1250")}
+# each backend's cross-compile targets are its own data (triton/configs, rocm/configs)
+ALL_TARGETS = tuple(TRITON_TARGETS)
+BACKEND_TARGETS = {"triton": ALL_TARGETS, "flydsl": FLYDSL_TARGETS}
 _CHECK_FIELDS = ("target", "template", "config_name", "ok", "reason", "vgpr", "agpr",
                  "spills", "lds_bytes", "occupancy", "mma_instr", "cached")
 

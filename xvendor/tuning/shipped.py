@@ -28,12 +28,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ..rocm.configs import TARGETS as FLYDSL_TARGETS
 from . import model
 from .problem import KEY_VERSION, ProblemKey
 from .store import FILE_VERSION, SHIPPED, Winner
 
 ANY_CU = 0
-ARCHS = ("gfx950", "gfx1250")
+ARCHS = FLYDSL_TARGETS  # the arches the shipped tables cover: the FlyDSL pair
 # (label, op, layout, M (tokens x top-k, or tokens), N, K, groups)
 SHAPES = [
     ("DeepSeek-V3 experts up/gate", "grouped_mm", "2Dx3D:NT", 32768, 4096, 7168, 256),
