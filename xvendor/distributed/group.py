@@ -97,7 +97,8 @@ class ResilientGroup:
 
     def _connect(self):
         token = self.link.args["token"] if self.link is not None else None
-        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token)
+        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token,
+                          link=self.link)
 
     @property
     def step(self) -> StepCount:
@@ -147,7 +148,8 @@ class ResilientGroup:
         if member is None:
             link = kw.get("link")
             member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""),
-                                           token=link and link.args["token"])).new_id()
+                                           token=link and link.args["token"],
+                                           link=link)).new_id()
         self = cls(host, port, member, has_state=False, **kw)
         self._queue(time.monotonic())
         return self
