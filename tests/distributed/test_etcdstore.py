@@ -215,9 +215,15 @@ def launch(tmp_path, addrs: str, spec: dict, n: int) -> list[subprocess.Popen]:
 def progress(tmp_path) -> int:
     vals = []
     for p in glob.glob(str(tmp_path / "progress_*")):
-        try:
-            vals.append(int(open(p).read() or 0))
-        except (OSError, ValueError):
+        for _ in range(100):  # the worker rewrites it: an empty read is a torn one
+            try:
+                text = open(p).read()
+            except OSError:
+                text = ""
+            if text.strip().isdigit():
+                vals.append(int(text))
+                break
+        else:
             vals.append(0)
     return min(vals, default=0)
 
