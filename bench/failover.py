@@ -1,7 +1,7 @@
 """A coordinator failure mid-training: replicated on etcd vs the embedded one restarted.
 
 Two replica groups (one process each) train under the step guard (gloo, 127.0.0.1,
-``xvendor.distributed.ddp_drill``). In one run:
+``drills.ddp_drill``). In one run:
 
   replicated  ``xvendor coordinator --store etcd://`` x 2 replicas on one etcd member
               (Debian's etcd-server, loopback, ``--lease-ttl 1``). Each trial: kill -9 of
@@ -36,6 +36,9 @@ import tempfile
 import time
 
 from xvendor.distributed.etcdstore import LocalEtcd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
 TOKEN = "bench-failover-token"
 
@@ -102,7 +105,7 @@ def workers(out: str, addrs: str) -> list[subprocess.Popen]:
     spec = {"steps": 100000, "max_steps": 100000, "progress": True, "step_sleep": 0.02,
             "out_dir": out, "stack_dump_s": 3600}
     return [subprocess.Popen(
-        [sys.executable, "-m", "xvendor.distributed.ddp_drill"],
+        [sys.executable, "-m", "drills.ddp_drill"],
         env=dict(os.environ, XVENDOR_COORDINATOR=addrs, XVENDOR_TOKEN=TOKEN,
                  XVENDOR_REPLICA_ID=f"r{i}", XV_DRILL=json.dumps(spec), OMP_NUM_THREADS="1"),
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, f"w{i}.err"), "w"),

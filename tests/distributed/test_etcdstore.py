@@ -205,7 +205,7 @@ def launch(tmp_path, addrs: str, spec: dict, n: int) -> list[subprocess.Popen]:
     for i in range(n):
         env = dict(os.environ, XVENDOR_COORDINATOR=addrs, XVENDOR_TOKEN=TOKEN,
                    XVENDOR_REPLICA_ID=f"r{i}", XV_DRILL=json.dumps(spec), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, "-m", "xvendor.distributed.ddp_drill"],
+        procs.append(subprocess.Popen([sys.executable, "-m", "drills.ddp_drill"],
                                       env=env, start_new_session=True,
                                       stdout=subprocess.DEVNULL,
                                       stderr=open(tmp_path / f"stderr_{i}.txt", "w")))
