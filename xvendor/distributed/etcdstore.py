@@ -367,7 +367,13 @@ def adopt(c) -> None:
     from . import wire
     r = 0
     while c._client.prefixed(wire.job_prefix(c.token, r)).check([cp.key_epoch(0)]):
-        c.lane(r)
+        lane = c.lane(r)
+        # Heartbeat counters are not replicated: a member that never beats again (it died
+        # while no replica led, so it has no link to close here either) must still be
+        # judged. Each known member is credited one beat now; silence counts from here.
+        for m in range(lane.verdicts.known_ids()):
+            if m not in lane.verdicts.deaths and not lane.ctl.store.check([cp.key_left(m)]):
+                lane.ctl.store.add(cp.key_hb(m), 1)
         r += 1
 
 
