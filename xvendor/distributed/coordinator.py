@@ -23,6 +23,11 @@ resilient group joins rank ``r`` of every replica group. A pure DDP job has one 
 
 It starts and signals no process: launchers (torchrun, Slurm, Kubernetes) restart workers.
 
+With ``--store etcd://...`` the state lives in etcd v3 and two or three replicas take
+turns leading (``etcdstore``: election, fencing, adoption; NOTE [replicated state]); workers
+follow the leader (``env.Link.follow``). The rest of this paragraph is the embedded store's
+case (``--store embedded``, the default: one job on one machine).
+
 It is a single point, with its store, but a restartable one: when it dies, workers under
 the step guard notice (their connection closes), keep retrying its address for the join
 timeout, are admitted again by the new instance (same ports, same token), form a fresh
