@@ -2,8 +2,9 @@
 ``torch.distributed.ProcessGroup``, so DDP (and FSDP2, DeviceMesh) take it unchanged.
 
 Every collective runs on the epoch's real group (gloo here; NCCL/RCCL where present) over
-private copies, and completes through a ``torch.futures.Future`` set by one waiter thread
-that waits in slices and reads the epoch's abort flag between slices (gloo's own waits are
+private copies, through the same path as ``ResilientGroup``'s own collectives (``engine``:
+stage, record, launch, sliced wait, abort), and completes through a ``torch.futures.Future``
+set by one waiter thread that waits in slices and reads the epoch's abort flag between slices (gloo's own waits are
 not interruptible: a SIGSTOPped peer would hold DDP's reducer for the whole op timeout).
 
 NOTE [latched errors]: a failed or aborted collective never raises into autograd (DDP's
