@@ -133,11 +133,17 @@ class Replica:
 
 @pytest.fixture
 def replicas(tmp_path, etcd):
+    """Two replicas started at once (one interpreter start paid, not two): returns
+    (leader, standby) once one listens and the other campaigns."""
     made = []
 
-    def make(name, *extra):
-        made.append(Replica(tmp_path, etcd, name, *extra))
-        return made[-1]
+    def make(*extra):
+        made.extend(Replica(tmp_path, etcd, name, *extra) for name in ("a", "b"))
+        for r in made:
+            r.wait("standby, campaigning")
+        wait_for(lambda: any("listening on" in r.text() for r in made), 60, "a leader")
+        lead = next(r for r in made if "listening on" in r.text())
+        return lead, next(r for r in made if r is not lead)
     yield make
     for r in made:
         r.close()
@@ -155,10 +161,7 @@ def refused(port: int) -> bool:
 def test_frozen_leader_wakes_up_and_cannot_write(replicas, etcd):
     from xvendor.distributed import etcdstore as es
     from xvendor.distributed.authstore import AuthStore
-    a = replicas("a")
-    a.wait("listening on")
-    b = replicas("b")
-    b.wait("standby, campaigning")
+    a, b = replicas()
     assert refused(b.port) and refused(b.store_port)  # a standby serves nothing
     store = AuthStore("127.0.0.1", a.store_port, TOKEN, timeout_s=30)
     store.set("before", "1")
@@ -172,7 +175,8 @@ def test_frozen_leader_wakes_up_and_cannot_write(replicas, etcd):
         b.wait("listening on", 30)
         took = time.monotonic() - t_stop
         token_b = client.get(root + b"leader").create_revision
-        assert token_b > token_a and json.loads(client.get(root + b"leader").value)["name"] == "b"
+        assert token_b > token_a
+        assert json.loads(client.get(root + b"leader").value)["name"] == b.name
         rev = client.revision()
         box = {}
 
@@ -230,10 +234,7 @@ def progress(tmp_path) -> int:
 
 @pytest.mark.l1
 def test_kill9_of_the_leading_replica_mid_training(replicas, tmp_path):
-    a = replicas("a", "--min-replicas", "2")
-    a.wait("listening on")
-    b = replicas("b", "--min-replicas", "2")
-    b.wait("standby, campaigning")
+    a, b = replicas("--min-replicas", "2")
     addrs = f"127.0.0.1:{b.port},127.0.0.1:{a.port}"  # the standby first: workers skip it
     procs = launch(tmp_path, addrs, {"steps": 40, "progress": True, "step_sleep": 0.05}, 2)
     try:
