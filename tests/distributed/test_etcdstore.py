@@ -26,11 +26,26 @@ import time
 import pytest
 
 ETCD = shutil.which("etcd")
-pytestmark = [pytest.mark.timeout(240),
-              pytest.mark.skipif(ETCD is None, reason="no etcd binary: apt-get install "
-                                 "etcd-server (scripts/apt-packages.txt)")]
+pytestmark = [pytest.mark.timeout(240)]
+needs_etcd = pytest.mark.skipif(ETCD is None, reason="no etcd binary: apt-get install "
+                                "etcd-server (scripts/apt-packages.txt)")
 
 TOKEN = "etcd-test-token"
+
+
+@pytest.mark.l0
+def test_bad_addresses_name_the_argument_and_the_rule(monkeypatch):
+    from xvendor.distributed.env import link_from_env
+    from xvendor.distributed.etcdstore import parse_url
+    assert parse_url("etcd://a:1,[::1]:2/") == [("a", 1), ("::1", 2)]
+    with pytest.raises(ValueError, match="--store must be 'embedded' or etcd://"):
+        parse_url("http://a:1")
+    with pytest.raises(ValueError, match="each endpoint must be host:port, got 'b'"):
+        parse_url("etcd://a:1,b")
+    monkeypatch.setenv("XVENDOR_COORDINATOR", "h:1,h2")
+    monkeypatch.setenv("XVENDOR_TOKEN", "t")
+    with pytest.raises(ValueError, match=r"XVENDOR_COORDINATOR must be host:port\[,host"):
+        link_from_env()
 
 
 @pytest.fixture
@@ -55,6 +70,7 @@ def wait_for(cond, timeout_s, what):
 
 
 @pytest.mark.l1
+@needs_etcd
 def test_election_and_fencing_on_etcd_revisions(etcd):
     from xvendor.distributed import etcdstore as es
     from xvendor.distributed.authstore import CAS, GET, SET
@@ -158,6 +174,7 @@ def refused(port: int) -> bool:
 
 
 @pytest.mark.l1
+@needs_etcd
 def test_frozen_leader_wakes_up_and_cannot_write(replicas, etcd):
     from xvendor.distributed import etcdstore as es
     from xvendor.distributed.authstore import AuthStore
@@ -233,6 +250,7 @@ def progress(tmp_path) -> int:
 
 
 @pytest.mark.l1
+@needs_etcd
 def test_kill9_of_the_leading_replica_mid_training(replicas, tmp_path):
     a, b = replicas("--min-replicas", "2")
     addrs = f"127.0.0.1:{b.port},127.0.0.1:{a.port}"  # the standby first: workers skip it
