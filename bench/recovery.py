@@ -25,7 +25,11 @@ import time
 
 import torch
 
-from xvendor.distributed import Agent, Timing, drill
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # the drills (outside the package), here and in started processes
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+from drills import drill  # noqa: E402  (the repository's drills: outside the package)
+from xvendor.distributed import Agent, Timing  # noqa: E402
 
 TIMING = Timing(hb_timeout_s=3.0)
 
@@ -70,7 +74,7 @@ def measure(n: int, workdir: str) -> dict:
     # Full restart: fresh interpreters under a fresh agent and store, then init + state load.
     with Agent(TIMING) as agent:
         env = {"XV_BENCH": json.dumps({"ckpt": ckpt})}
-        ids = agent.found_commands(n, [sys.executable, "-m", "xvendor.distributed.drill"], env)
+        ids = agent.found_commands(n, [sys.executable, "-m", "drills.drill"], env)
         ok = _wait_keys(agent, [f"xv/bench/ok/0/{m}" for m in ids], 600)
         out["restart_s"] = max(ok) - t_all
         agent.store.set("xv/bench/stop", "1")

@@ -23,7 +23,7 @@ The code the user writes is the usual DDP loop plus three lines: ``from_env``,
 committed step and the rank, so a redone step sees the same data).
 
 Verified here on CPU/gloo (run it as above; the test drills use
-``xvendor.distributed.ddp_drill``, whose model makes every mistake show exactly). On GPUs
+``drills.ddp_drill``, whose model makes every mistake show exactly). On GPUs
 pass ``--device cuda``: not verified here.
 """
 

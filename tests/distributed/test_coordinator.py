@@ -12,7 +12,7 @@ import pytest
 from xvendor.distributed import Coordinator, Refused, StragglerPolicy, Timing, wire
 from xvendor.distributed.control import key_left
 from xvendor.distributed.coordinator import main as coordinator_main
-from xvendor.distributed.ddp_drill import ExactModel
+from drills.ddp_drill import ExactModel
 from xvendor.distributed.env import Link, fingerprint, link_from_env
 
 TOKEN = "right-token"

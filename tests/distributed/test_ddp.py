@@ -1,6 +1,6 @@
 """DDP under the step guard, for real (l1): a coordinator on 127.0.0.1 (in this process, or
 ``xvendor coordinator`` in its own), 3 replica groups as separate interpreters (plain, or each
-under its own ``torchrun --max-restarts 1``) running ``xvendor.distributed.ddp_drill``.
+under its own ``torchrun --max-restarts 1``) running ``drills.ddp_drill``.
 Faults: kill -9 inside backward (plain, and under torchrun, which restarts the worker: it
 rejoins), SIGSTOP (heartbeat), a straggler (evicted), the coordinator itself killed and
 restarted. Every collective of ``ResilientProcessGroup`` is checked once on its own.
@@ -90,9 +90,9 @@ def launch(c, tmp_path, spec: dict, n=3, torchrun=False) -> list[subprocess.Pope
         if torchrun:  # one torchrun per replica group: a failure restarts only its own workers
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    "--nproc-per-node", "1", "--max-restarts", "1", "--monitor-interval", "0.1",
-                   "-m", "xvendor.distributed.ddp_drill"]
+                   "-m", "drills.ddp_drill"]
         else:
-            cmd = [sys.executable, "-m", "xvendor.distributed.ddp_drill"]
+            cmd = [sys.executable, "-m", "drills.ddp_drill"]
         procs.append(subprocess.Popen(cmd, env=env, start_new_session=True,
                                       stdout=subprocess.DEVNULL,
                                       stderr=open(tmp_path / f"stderr_{i}.txt", "w")))

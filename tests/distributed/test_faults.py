@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from xvendor.distributed import Agent, Timing, analyze, drill
+from drills import drill
+from xvendor.distributed import Agent, Timing, analyze
 
 pytestmark = [pytest.mark.l1, pytest.mark.timeout(150)]
 

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from xvendor.distributed import Agent, Timing, dataplane, drill
+from drills import drill
+from xvendor.distributed import Agent, Timing, dataplane
 
 N_GPU = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = [pytest.mark.l2, pytest.mark.timeout(300),

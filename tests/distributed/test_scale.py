@@ -14,7 +14,8 @@ import time
 import pytest
 import torch.distributed as dist
 
-from xvendor.distributed import Agent, Timing, drill
+from drills import drill
+from xvendor.distributed import Agent, Timing
 from xvendor.distributed import control as cp
 from xvendor.distributed.verdicts import Verdicts
 

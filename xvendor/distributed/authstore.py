@@ -197,6 +197,8 @@ class StoreServer:
             self._process(s, p)
         except (ValueError, struct.error):
             self._close(s, refused=True)
+        except Exception:  # the state store refused (etcdstore.Fenced): serve no more
+            self._close(s)
 
     def _process(self, s: socket.socket, p: _Peer) -> None:
         if not p.authed:
@@ -287,9 +289,15 @@ class AuthStore(dist.Store):
     trampoline has no ``check``: "pure virtual function"), which the control plane uses."""
 
     def __init__(self, host: str, port: int, token: str, timeout_s: float = 60.0,
-                 prefix: str = ""):
+                 prefix: str = "", link=None):
         super().__init__()
         self._addr, self._token, self._timeout_s = (host, port), token, timeout_s
+        # NOTE [following the leader]: with a replicated coordinator (``env.Link`` over
+        # several replicas) a request that fails or goes unanswered for ``Link.REQUEST_S``
+        # is repeated on whichever replica leads now (``Link.follow``): its state is in
+        # etcd, and every control-plane request is safe to repeat (NOTE [fencing] in
+        # etcdstore). Callers see a pause, not an error.
+        self._link = link if link is not None and link.replicated else None
         self._pre = f"{prefix}/".encode() if prefix else b""
         self._local = threading.local()
         self._call(NUM, [])  # connect now: a wrong address or token fails here, not later
@@ -298,17 +306,33 @@ class AuthStore(dist.Store):
         return self._pre + _b(key)
 
     def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
-        c = getattr(self._local, "client", None)
-        try:
-            if c is None:
-                c = self._local.client = _Client(*self._addr, self._token, self._timeout_s)
-            return c.call(op, fields)
-        except (OSError, ValueError) as e:
-            self._local.client = None
-            if c is not None:
-                c.sock.close()
-            # a RuntimeError, as TCPStore raises: callers treat a lost store alike
-            raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
+        while True:
+            c = getattr(self._local, "client", None)
+            try:
+                if c is None:
+                    c = self._local.client = self._open()
+                return c.call(op, fields)
+            except (OSError, ValueError) as e:
+                self._local.client = None
+                if c is not None:
+                    c.sock.close()
+                if self._link is not None:  # NOTE [following the leader]
+                    try:
+                        self._link.follow(c.gen if c is not None else self._link.gen)
+                        continue
+                    except Exception as err:
+                        e = err
+                # a RuntimeError, as TCPStore raises: callers treat a lost store alike
+                raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
+
+    def _open(self) -> "_Client":
+        if self._link is None:
+            return _Client(*self._addr, self._token, self._timeout_s)
+        gen, host, port = self._link.current()
+        self._addr = (host, port)
+        c = _Client(host, port, self._token, min(self._timeout_s, self._link.REQUEST_S))
+        c.gen = gen
+        return c
 
     def _poll(self, op: int, fields: list[bytes], timeout=None) -> list[bytes]:
         limit = self._timeout_s if timeout is None else (

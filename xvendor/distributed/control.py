@@ -92,12 +92,13 @@ KEY_DEAD_SEQ = ROOT + "dead_seq"
 
 
 def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
-            token: str | None = None) -> dist.Store:
+            token: str | None = None, link=None) -> dist.Store:
     """A store client: the coordinator's token-guarded store when ``token`` is given
-    (``authstore``), else the agent's TCPStore (``xvendor run``, loopback)."""
+    (``authstore``; ``link``: follow a replicated coordinator's leader through it), else the
+    agent's TCPStore (``xvendor run``, loopback)."""
     if token:
         from .authstore import AuthStore
-        return AuthStore(host, port, token, timeout_s, prefix=prefix)
+        return AuthStore(host, port, token, timeout_s, prefix=prefix, link=link)
     store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=timeout_s))
     return dist.PrefixStore(prefix, store) if prefix else store

@@ -23,6 +23,11 @@ resilient group joins rank ``r`` of every replica group. A pure DDP job has one 
 
 It starts and signals no process: launchers (torchrun, Slurm, Kubernetes) restart workers.
 
+With ``--store etcd://...`` the state lives in etcd v3 and two or three replicas take
+turns leading (``etcdstore``: election, fencing, adoption; NOTE [replicated state]); workers
+follow the leader (``env.Link.follow``). The rest of this paragraph is the embedded store's
+case (``--store embedded``, the default: one job on one machine).
+
 It is a single point, with its store, but a restartable one: when it dies, workers under
 the step guard notice (their connection closes), keep retrying its address for the join
 timeout, are admitted again by the new instance (same ports, same token), form a fresh
@@ -92,7 +97,7 @@ class Coordinator:
                  store_port: int | None = None, min_replicas: int = 1,
                  join_timeout_s: float = 60.0, timing: Timing = Timing(),
                  straggler: StragglerPolicy = StragglerPolicy(), fr_dir: str | None = None,
-                 log=None, incarnation: int | None = None):
+                 log=None, incarnation: int | None = None, kv: authstore.KV | None = None):
         if not token:
             raise ValueError("token must be a non-empty string (XVENDOR_TOKEN or --token-file)")
         if min_replicas < 1:
@@ -119,7 +124,8 @@ class Coordinator:
         # NOTE [the store behind the token]: not a TCPStore (no authentication, and its
         # server binds every interface whatever host it is given): ``authstore`` binds
         # ``host`` and serves only connections that prove they hold the token.
-        self._kv = authstore.KV()
+        # ``kv``: where the state lives (NOTE [replicated state] below); default in memory
+        self._kv = kv if kv is not None else authstore.KV()
         self.store = authstore.StoreServer(token, host, sp, self._kv)
         self.store_port = self.store.port
         self._client = authstore.LocalStore(self._kv)
@@ -142,6 +148,11 @@ class Coordinator:
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
                                                            incarnation=self.incarnation))
+            # NOTE [replicated state]: with ``--store etcd://`` a new leader finds the lane's
+            # epochs and verdicts already in the store (etcdstore); none in memory
+            if ctl.record(0) is not None:
+                self.lanes[r].formed = True
+                self.lanes[r].verdicts.deaths.update(ctl.dead())
         return self.lanes[r]
 
     def deaths(self, lane: int = 0) -> dict[int, str]:
@@ -267,6 +278,7 @@ class Coordinator:
                    f"(WORLD_SIZE), the job's have {self.group_lanes}")
         if why is None:
             lane = self.lane(m["lane"])
+            why = self._resumable(lane, m.get("resume"))
             fp = m.get("fingerprint")
             if fp is not None and lane.fingerprint is not None and fp != lane.fingerprint:
                 why = (f"model mismatch in lane {m['lane']}: parameter fingerprint {fp[:16]} "
@@ -276,7 +288,12 @@ class Coordinator:
             return self._refuse(sock, c, why)
         if fp is not None:
             lane.fingerprint = fp
-        c.lane, c.member = m["lane"], lane.ctl.new_id()
+        resumed = m.get("resume") is not None
+        c.lane, c.member = m["lane"], m["resume"] if resumed else lane.ctl.new_id()
+        for old, oc in list(self._conns.items()):  # a link it replaced: not a death
+            if old is not sock and (oc.lane, oc.member) == (c.lane, c.member):
+                oc.bye = True
+                self._forget(old)
         self.roster.admit(c.lane, c.member, str(m.get("replica")), int(m.get("restart") or 0),
                           int(m.get("lanes", 1)))
         if m.get("lanes", 1) > 1:
@@ -285,7 +302,7 @@ class Coordinator:
                 self.groups.setdefault((str(m.get("replica")), int(m.get("restart") or 0)),
                                        {})[c.lane] = c.member
                 self._groups_since = self._groups_since or time.monotonic()
-        elif not lane.formed:
+        elif not lane.formed and c.member not in lane.arrivals:
             lane.arrivals.append(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
         sock.setblocking(True)
@@ -294,8 +311,21 @@ class Coordinator:
                          "timing": self.timing.as_dict(), "incarnation": self.incarnation})
         sock.setblocking(False)
         self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
-                  f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})")
+                  f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})"
+                  + (" resumed its link (it followed the leading replica)" if resumed else ""))
         return True
+
+    def _resumable(self, lane: _Lane, member) -> str | None:
+        """Why a worker may not resume ``member`` here (it followed a new leader), or None."""
+        if member is None:
+            return None
+        if not isinstance(member, int) or not 0 <= member < int(lane.ctl.store.add(
+                cp.KEY_NEXT_ID, 0)):
+            return f"resume: member {member!r} was never admitted in lane {lane.index}"
+        if lane.ctl.is_dead(member):
+            return (f"resume: member {member} of lane {lane.index} was declared dead: "
+                    f"{lane.ctl.get(cp.key_dead(member))}")
+        return None
 
     # -- epoch 0 ------------------------------------------------------------------------
     def _form_epoch0(self, lane: _Lane, now: float) -> None:
@@ -397,6 +427,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incarnation", type=int, default=None,
                    help="this run's incarnation number, in every epoch record, dump name and "
                         "log line (default: the start time in ms, increasing across restarts)")
+    p.add_argument("--store", default="embedded",
+                   help="where membership, epochs, verdicts and admission live: 'embedded' "
+                        "(this process's memory: one job on one machine) or "
+                        "etcd://host:port[,host:port...] (etcd v3: run 2 or 3 replicas of this "
+                        "command, each with its own --port; one leads, the others stand by; "
+                        "workers list them all in XVENDOR_COORDINATOR, comma-separated)")
+    p.add_argument("--lease-ttl", type=int, default=1,
+                   help="with --store etcd://: the leader's lease in seconds; a standby leads "
+                        "about this long after the leader dies (etcd raises a TTL below its "
+                        "own minimum, 1.5 x its --election-timeout)")
+    p.add_argument("--etcd-user", default=None,
+                   help="with --store etcd://: etcd user (password in env XVENDOR_ETCD_PASSWORD)")
+    p.add_argument("--name", default=None,
+                   help="this replica's name in the logs and the leader key (default host:port)")
 
 
 def read_token(token_file: str | None) -> str:
@@ -421,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args) -> int:
     """``xvendor coordinator`` with parsed arguments (the CLI's ``fn``)."""
+    if getattr(args, "store", "embedded") != "embedded":
+        return _run_replica(args)
     try:
         token = read_token(args.token_file)
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
@@ -440,6 +486,32 @@ def run(args) -> int:
     finally:
         c.close()
     return 0
+
+
+def _run_replica(args) -> int:
+    """One replica of a coordinator whose state is in etcd (``etcdstore``)."""
+    from . import etcdstore
+    try:
+        token = read_token(args.token_file)
+        etcdstore.parse_url(args.store)
+    except ValueError as e:
+        print(f"xvendor coordinator: {e}", file=sys.stderr)
+        return 2
+    log = [None]
+
+    def say(msg: str) -> None:
+        (log[0] or (lambda m: print(f"xvendor coordinator: {m}", file=sys.stderr,
+                                    flush=True)))(msg)
+
+    def make(kv, incarnation: int) -> Coordinator:
+        c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
+                        args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
+                        StragglerPolicy(args.straggler_factor, args.straggler_steps,
+                                        args.straggler_min_s), args.fr_dir,
+                        incarnation=incarnation, kv=kv)
+        log[0] = c._log
+        return c
+    return etcdstore.run_replica(args, token, make, say)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """Joining a job run by a ``Coordinator``, from the environment a launcher sets.
 
-- ``XVENDOR_COORDINATOR=host:port`` the coordinator's front port (required)
+- ``XVENDOR_COORDINATOR=host:port`` the coordinator's front port (required); with a
+                                    replicated coordinator (``--store etcd://``) every
+                                    replica's, comma-separated: the worker follows whichever
+                                    leads (``Link.follow``)
 - ``XVENDOR_TOKEN``                 the job's shared token (required)
 - ``XVENDOR_REPLICA_ID``            this replica group's name (default: host:pid, or with
                                     several processes per group torchrun's MASTER_ADDR:PORT)
@@ -19,6 +22,7 @@ import hashlib
 import os
 import select
 import socket
+import threading
 import time
 
 from . import membership, wire
@@ -36,38 +40,96 @@ def fingerprint(model) -> str:
 
 class Link:
     """This worker's connection to the coordinator: admission, then liveness (the socket
-    stays open for the life of the process) and straggler reports."""
+    stays open for the life of the process) and straggler reports.
+
+    ``addresses``: every replica of a replicated coordinator; the one that answers leads
+    (standbys do not listen). ``follow`` moves the link to a new leader under the same
+    member id; the store clients made with this link (``control.connect(link=...)``) call it
+    when their leader stops answering."""
+
+    REQUEST_S = 3.0  # replicated: a store request unanswered this long -> follow the leader
 
     def __init__(self, host: str, port: int, token: str, *, lane: int = 0, replica: str = "",
                  restart: int = 0, fingerprint: str | None = None, timeout_s: float = 30.0,
-                 lanes: int = 1):
+                 lanes: int = 1, addresses: list[tuple[str, int]] | None = None):
         self.args = dict(host=host, port=port, token=token, lane=lane, replica=replica,
                          restart=restart, fingerprint=fingerprint, timeout_s=timeout_s,
-                         lanes=lanes)
-        self.host = host
+                         lanes=lanes, addresses=addresses)
+        self.addresses = list(addresses) if addresses else [(host, port)]
+        self.replicated = len(self.addresses) > 1
+        self.gen, self.follows = 0, []  # how often the link moved; seconds each move took
+        self._lock = threading.Lock()
+        self.fingerprint = fingerprint
+        self._open(None, timeout_s)
+
+    def _open(self, resume: int | None, timeout_s: float) -> None:
+        """Be admitted (or, ``resume``: re-attach that member) by whichever address answers;
+        with several, keep trying them for ``timeout_s``."""
+        end, err = time.monotonic() + timeout_s, None
+        while True:
+            for host, port in self.addresses:
+                try:
+                    return self._handshake(host, port, resume,
+                                           min(timeout_s, 3.0) if self.replicated else timeout_s)
+                except (ConnectionError, OSError) as e:  # a standby, or a frozen old leader
+                    err = e
+            if not self.replicated or time.monotonic() > end:
+                raise err
+            time.sleep(0.05)
+
+    def _handshake(self, host: str, port: int, resume: int | None, timeout_s: float) -> None:
+        a = self.args
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
             raise ConnectionError(f"cannot reach the coordinator at {host}:{port} "
                                   f"(XVENDOR_COORDINATOR): {e}") from e
-        reader = wire.LineReader()
-        greet = wire.recv_one(self._sock, reader, timeout_s)
-        if "nonce" not in greet:
-            raise wire.Refused(f"{host}:{port} is not an xvendor coordinator: {greet}")
-        wire.send(self._sock, wire.hello(token, greet["nonce"], lane=lane, replica=replica,
-                                         restart=restart, fingerprint=fingerprint, lanes=lanes))
-        reply = wire.recv_one(self._sock, reader, timeout_s)
+        try:
+            reader = wire.LineReader()
+            greet = wire.recv_one(sock, reader, timeout_s)
+            if "nonce" not in greet:
+                raise wire.Refused(f"{host}:{port} is not an xvendor coordinator: {greet}")
+            wire.send(sock, wire.hello(a["token"], greet["nonce"], lane=a["lane"],
+                                       replica=a["replica"], restart=a["restart"],
+                                       fingerprint=a["fingerprint"], lanes=a["lanes"],
+                                       resume=resume))
+            reply = wire.recv_one(sock, reader, timeout_s)
+        except BaseException:
+            sock.close()
+            raise
         if not reply.get("ok"):
-            self._sock.close()
+            sock.close()
             raise wire.Refused(f"the coordinator at {host}:{port} refused this worker: "
                                f"{reply.get('error')}")
-        self._sock.settimeout(5.0)
-        self.local_ip = self._sock.getsockname()[0]  # the interface that reaches the coordinator
+        sock.settimeout(5.0)
+        self._sock, self.host, self.port = sock, host, port
+        self.local_ip = sock.getsockname()[0]  # the interface that reaches the coordinator
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], Timing(**reply["timing"])
         self.job_prefix = reply["job_prefix"]  # keys shared by every lane (lanes.py)
         self.incarnation = reply.get("incarnation")  # the coordinator's (NOTE [incarnations])
-        self.fingerprint = fingerprint
+
+    def current(self) -> tuple[int, str, int]:
+        """(generation, host, store port) of the replica this link is attached to."""
+        with self._lock:
+            return self.gen, self.host, self.store_port
+
+    def follow(self, seen_gen: int) -> tuple[int, str, int]:
+        """The replica at generation ``seen_gen`` stopped answering: re-attach this member
+        to whichever replica leads now (once, however many threads noticed), retried for
+        the join timeout; a refusal (this member was declared dead meanwhile) is final."""
+        with self._lock:
+            if self.gen == seen_gen:
+                t0, old = time.monotonic(), self._sock
+                try:  # a moved link, not a death, should the old leader still read it
+                    wire.send(old, {"bye": True})
+                except OSError:
+                    pass
+                old.close()
+                self._open(self.member, self.timing.join_timeout_s)
+                self.gen += 1
+                self.follows.append(time.monotonic() - t0)
+            return self.gen, self.host, self.store_port
 
     def reopen(self) -> "Link":
         """A new admission (a new member id) for a process that was excluded."""
@@ -119,9 +181,13 @@ class Link:
 def link_from_env(model=None) -> Link:
     env = os.environ
     addr = env.get("XVENDOR_COORDINATOR", "")
-    host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"XVENDOR_COORDINATOR must be host:port, got {addr!r}")
+    addresses = []
+    for part in addr.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"XVENDOR_COORDINATOR must be host:port[,host:port...] (every "
+                             f"replica of a replicated coordinator), got {addr!r}")
+        addresses.append((host, int(port)))
     token = env.get("XVENDOR_TOKEN", "")
     if not token:
         raise ValueError("XVENDOR_TOKEN is not set: every worker must present the job's token")
@@ -129,7 +195,8 @@ def link_from_env(model=None) -> Link:
     # every process of a replica group must name it alike: torchrun's store address does
     default = (f"{env.get('MASTER_ADDR', socket.gethostname())}:{env.get('MASTER_PORT', '')}"
                if lanes > 1 else f"{socket.gethostname()}:{os.getpid()}")
-    return Link(host, int(port), token, lane=int(env.get("RANK", "0")), lanes=lanes,
+    return Link(*addresses[0], token, lane=int(env.get("RANK", "0")), lanes=lanes,
+                addresses=addresses if len(addresses) > 1 else None,
                 replica=env.get("XVENDOR_REPLICA_ID", default),
                 restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
                 fingerprint=fingerprint(model) if model is not None else None)
@@ -139,14 +206,14 @@ def job_control(link: Link):
     """A control-plane client on the keys every lane of the job shares."""
     from . import control as cp
     return cp.Control(cp.connect(link.host, link.store_port, prefix=link.job_prefix,
-                                 token=link.args["token"]))
+                                 token=link.args["token"], link=link))
 
 
 def join(cls, link: Link, **kw):
     """Found epoch 0 if the coordinator listed this member in it, else queue as a newcomer."""
     from . import control as cp
     ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix,
-                                token=link.args["token"]))
+                                token=link.args["token"], link=link))
     t0 = time.monotonic()
     while (rec := ctl.record(0)) is None:
         if time.monotonic() - t0 > link.timing.join_timeout_s:

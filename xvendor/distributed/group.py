@@ -45,6 +45,7 @@ import torch.distributed as dist
 from . import control as cp
 from . import dataplane, membership
 from .control import EpochAborted, Excluded, Timing, sliced_wait
+from .engine import Engine
 from .recorder import FlightRecorder
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
@@ -97,7 +98,8 @@ class ResilientGroup:
 
     def _connect(self):
         token = self.link.args["token"] if self.link is not None else None
-        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token)
+        return cp.connect(self.host, self.port, prefix=self.store_prefix, token=token,
+                          link=self.link)
 
     @property
     def step(self) -> StepCount:
@@ -147,7 +149,8 @@ class ResilientGroup:
         if member is None:
             link = kw.get("link")
             member = cp.Control(cp.connect(host, port, prefix=kw.get("store_prefix", ""),
-                                           token=link and link.args["token"])).new_id()
+                                           token=link and link.args["token"],
+                                           link=link)).new_id()
         self = cls(host, port, member, has_state=False, **kw)
         self._queue(time.monotonic())
         return self
@@ -201,7 +204,7 @@ class ResilientGroup:
 
     # -- collectives ---------------------------------------------------------------------
     def _stage(self, t: torch.Tensor) -> torch.Tensor:
-        return t.detach().to(self.device, copy=True)
+        return Engine.stage(t, self.device)
 
     def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         buf = self._stage(t)
@@ -243,21 +246,16 @@ class ResilientGroup:
     def barrier(self) -> None:
         self._run("barrier", [], lambda: self.pg.barrier(dist.BarrierOptions()))
 
+    def engine(self) -> Engine:
+        """This epoch's collective path (``engine``), shared with ``torch_group()``."""
+        return Engine(self.ctl, self.epoch, self.member, self.rank, self.timing, self.recorder)
+
     def _run(self, op: str, tensors, launch) -> None:
         if self.pg is None:
             raise EpochAborted(f"member {self.member}: no group (call recover())")
-        entry = self.recorder.start(op, tensors, self.epoch, self.rank)
         t0 = time.monotonic()
-        try:
-            self._wait(launch(), t0)
-            self.recorder.finish(entry, "completed")
-        except EpochAborted:
-            self.recorder.finish(entry, "aborted")
-            raise
-        except RuntimeError as e:  # gloo: connection closed/reset by a dead peer, ...
-            self.recorder.finish(entry, "failed")
-            self.ctl.abort(self.epoch, f"member {self.member}: {op} failed: {str(e)[:200]}")
-            raise EpochAborted(f"epoch {self.epoch}: {op} failed: {e}") from e
+        try:  # this face raises: EpochAborted (an abort, or a failure: the epoch aborted)
+            self.engine().run(op, tensors, launch)
         finally:
             self.stats["max_call_s"] = max(self.stats["max_call_s"], time.monotonic() - t0)
 

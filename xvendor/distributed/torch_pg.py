@@ -2,8 +2,9 @@
 ``torch.distributed.ProcessGroup``, so DDP (and FSDP2, DeviceMesh) take it unchanged.
 
 Every collective runs on the epoch's real group (gloo here; NCCL/RCCL where present) over
-private copies, and completes through a ``torch.futures.Future`` set by one waiter thread
-that waits in slices and reads the epoch's abort flag between slices (gloo's own waits are
+private copies, through the same path as ``ResilientGroup``'s own collectives (``engine``:
+stage, record, launch, sliced wait, abort), and completes through a ``torch.futures.Future``
+set by one waiter thread that waits in slices and reads the epoch's abort flag between slices (gloo's own waits are
 not interruptible: a SIGSTOPped peer would hold DDP's reducer for the whole op timeout).
 
 NOTE [latched errors]: a failed or aborted collective never raises into autograd (DDP's
@@ -33,7 +34,7 @@ from torch.distributed.distributed_c10d import Work
 
 from . import control as cp
 from . import dataplane
-from .control import EpochAborted
+from .engine import Engine
 
 _SUM = dist.ReduceOp.SUM
 _names = itertools.count()
@@ -73,6 +74,8 @@ class ResilientProcessGroup(dist.ProcessGroup):
         self.epoch, self.member, self.timing = rg.epoch, rg.member, rg.timing
         self._inner, self._recorder, self._backend = rg.pg, rg.recorder, rg.backend
         self._ctl = cp.Control(rg._connect())  # the waiter's own store client
+        # the group's own collective path, over the waiter's store client (``engine``)
+        self._engine = Engine(self._ctl, rg.epoch, rg.member, rg.rank, rg.timing, rg.recorder)
         self.error: str | None = None
         self.launched_at: float | None = None   # monotonic time of the newest launch
         self.ops = 0
@@ -93,50 +96,44 @@ class ResilientProcessGroup(dist.ProcessGroup):
     def _get_backend_name(self) -> str:
         return "xvendor_resilient"
 
+    def _stage(self, t: torch.Tensor) -> torch.Tensor:
+        return Engine.stage(t)
+
     def __repr__(self) -> str:
         return (f"ResilientProcessGroup(epoch={self.epoch}, rank={self.rank()}, "
                 f"size={self.size()}, error={self.error!r})")
 
-    # -- the engine ---------------------------------------------------------------------
+    # -- the latching face over the engine ------------------------------------------------
     def _submit(self, op: str, tensors: list[torch.Tensor], launch, done, result) -> Work:
         """``launch()`` -> list of inner works over private copies; ``done()`` copies the
-        results back (success only); ``result`` is the future's value."""
+        results back (success only); ``result`` is the future's value. The engine stages
+        nothing here (each collective made its copies), records, launches and, on the
+        waiter thread, waits; whatever it raises is latched (NOTE [latched errors])."""
         fut = torch.futures.Future()
         if self.error is not None:  # NOTE [latched errors]: skip, complete at once
             fut.set_result(result)
             return _Pending(fut)
-        entry = self._recorder.start(op, tensors, self.epoch, self.rank())
-        t0 = time.monotonic()
         try:
-            works = launch()
-        except RuntimeError as e:
-            self._latch(f"{op} failed to launch: {e}")
-            self._recorder.finish(entry, "failed")
+            flight = self._engine.launch(op, tensors, launch)
+        except Exception as e:  # EpochAborted (the epoch is aborted), or the store is gone
+            self._latch(str(e))
             fut.set_result(result)
             return _Pending(fut)
         self.launched_at, self.ops = time.monotonic(), self.ops + 1
-        self._q.put((op, works, done, fut, result, entry, t0))
+        self._q.put((flight, done, fut, result))
         return _Pending(fut)
 
     def _drain(self) -> None:
         while True:
-            op, works, done, fut, result, entry, t0 = self._q.get()
+            flight, done, fut, result = self._q.get()
             if self.error is None:
                 try:
-                    for w in works:
-                        _sliced(w, self, t0)
-                    done()
-                    self._recorder.finish(entry, "completed")
-                except EpochAborted as e:
+                    self._engine.wait(flight, done)
+                except Exception as e:  # anything latched: were this thread to die, every
+                    # later future would stay pending and DDP would wait in backward for ever
                     self._latch(str(e))
-                    self._recorder.finish(entry, "aborted")
-                except Exception as e:  # gloo: connection closed/reset by a dead peer;
-                    # anything else latched too: were this thread to die, every later
-                    # future would stay pending and DDP would wait in backward for ever
-                    self._latch(f"{op} failed: {type(e).__name__}: {str(e)[:200]}")
-                    self._recorder.finish(entry, "failed")
             else:
-                self._recorder.finish(entry, "aborted")
+                self._recorder.finish(flight.entry, "aborted")
             fut.set_result(result)
 
     def _latch(self, why: str) -> None:
@@ -153,7 +150,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
         avg = _is_avg(opts.reduceOp)  # gloo has no AVG: SUM, then divide on the way back
         o = dist.AllreduceOptions()
         o.reduceOp = _SUM if avg else opts.reduceOp
-        bufs = [t.detach().clone() for t in tensors]
+        bufs = [self._stage(t) for t in tensors]
         n = self.size()
 
         def done():
@@ -172,7 +169,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
-        bufs = [t.detach().clone() for t in tensors]
+        bufs = [self._stage(t) for t in tensors]
 
         def done():
             for t, b in zip(tensors, bufs):
@@ -182,7 +179,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         outs = [[torch.empty_like(o) for o in ol] for ol in output_lists]
-        ins = [t.detach().clone() for t in inputs]
+        ins = [self._stage(t) for t in inputs]
 
         def done():
             for ol, sl in zip(output_lists, outs):
@@ -202,7 +199,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
     def _gather_into(self, outputs, inputs):
         n = self.size()
         outs = [torch.empty_like(o) for o in outputs]
-        ins = [t.detach().clone() for t in inputs]
+        ins = [self._stage(t) for t in inputs]
 
         def launch():  # into dim-0 chunks (contiguous views): needs only plain allgather
             return [self._inner.allgather([list(s.chunk(n))], [i]) for s, i in zip(outs, ins)]
@@ -214,12 +211,12 @@ class ResilientProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
-        ins = [[t.detach().clone() for t in il] for il in input_lists]
+        ins = [[self._stage(t) for t in il] for il in input_lists]
         return self._scatter(outputs, ins, opts, "reduce_scatter")
 
     def _reduce_scatter_base(self, output, input, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
-        return self._scatter([output], [list(input.detach().clone().chunk(self.size()))], opts,
+        return self._scatter([output], [list(self._stage(input).chunk(self.size()))], opts,
                              "reduce_scatter_single")
 
     reduce_scatter_single = _reduce_scatter_base
@@ -227,7 +224,7 @@ class ResilientProcessGroup(dist.ProcessGroup):
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         n = self.size()
-        return self._scatter(outputs, [list(t.detach().clone().chunk(n)) for t in inputs], opts,
+        return self._scatter(outputs, [list(self._stage(t).chunk(n)) for t in inputs], opts,
                              "reduce_scatter_single")
 
     def _scatter(self, outputs, in_lists, opts, op):
@@ -249,10 +246,6 @@ class ResilientProcessGroup(dist.ProcessGroup):
     def barrier(self, opts=None):
         return self._submit("barrier", [], lambda: [self._inner.barrier(dist.BarrierOptions())],
                             lambda: None, [])
-
-
-def _sliced(work, pg: ResilientProcessGroup, t0: float) -> None:
-    cp.sliced_wait(work, pg._ctl, pg.epoch, pg.member, pg.timing, t0)
 
 
 def _register(pg: ResilientProcessGroup) -> None:

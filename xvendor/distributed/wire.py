@@ -3,7 +3,9 @@
 1. coordinator -> worker  ``{"coordinator": PROTO, "nonce": <hex>}``
 2. worker -> coordinator  ``hello``: protocol, xvendor and torch versions, ``mac`` =
    HMAC-SHA256(token, nonce) (the token itself never crosses the wire), lane, replica id,
-   restart count, lanes (processes per replica group), model fingerprint, pid, host.
+   restart count, lanes (processes per replica group), model fingerprint, pid, host;
+   ``resume`` = a member id, from a worker that followed a new leading replica (its id,
+   epochs and verdicts are in the replicated store): re-attached, no new id.
 3. coordinator -> worker  ``{"ok": true, member, store_port, prefix, job_prefix, timing}`` or
    ``{"ok": false, "error": <why>}`` and the connection is closed.
 4. worker -> coordinator  ``{"busy": s, "step": n, "epoch": e}`` per guarded step (straggler
@@ -85,14 +87,15 @@ def recv_one(sock: socket.socket, reader: LineReader, timeout_s: float) -> dict:
 
 
 def hello(token: str, nonce: str, *, lane: int, replica: str, restart: int,
-          fingerprint: str | None, lanes: int = 1) -> dict:
+          fingerprint: str | None, lanes: int = 1, resume: int | None = None) -> dict:
     import torch
 
     from .. import __version__
     return {"proto": PROTO, "xvendor": __version__, "torch": torch.__version__,
             "mac": mac(token, nonce), "lane": lane, "lanes": lanes, "replica": replica,
             "restart": restart,
-            "fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname()}
+            "fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname(),
+            **({"resume": resume} if resume is not None else {})}
 
 
 def check_hello(msg: dict, token: str, nonce: str, version: str) -> str | None:

@@ -28,8 +28,8 @@ import time
 
 import torch
 
-from .control import EpochAborted, Excluded, Timing
-from .group import ResilientGroup
+from xvendor.distributed.control import EpochAborted, Excluded, Timing
+from xvendor.distributed.group import ResilientGroup
 
 
 class _Model:

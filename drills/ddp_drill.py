@@ -1,4 +1,4 @@
-"""The DDP drill worker: ``python -m xvendor.distributed.ddp_drill`` (plain, or under
+"""The DDP drill worker: ``python -m drills.ddp_drill`` (plain, or under
 ``torchrun``), joining a ``Coordinator`` from the environment, spec in ``XV_DRILL`` (JSON).
 
 The model makes every mistake visible, exactly. Two float64 parameters; the loss is
@@ -30,9 +30,9 @@ import time
 
 import torch
 
-from .control import Excluded
-from .ddp import resilient_ddp
-from .group import ResilientGroup
+from xvendor.distributed.control import Excluded
+from xvendor.distributed.ddp import resilient_ddp
+from xvendor.distributed.group import ResilientGroup
 
 
 class ExactModel(torch.nn.Module):
