@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="build with SYCL RTC on the CPU device; compile errors per kernel")
     p.add_argument("--check", metavar="REF.py",
                    help="run each kernel against REF.py's reference (implies --compile)")
+    p.add_argument("--torch-ops", metavar="NAMESPACE",
+                   help="also write DIR/<stem>_ops.py: torch.library ops NAMESPACE::* for the "
+                        "file's bound (or tensor) host functions over the ported kernels")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -121,6 +124,26 @@ def run(args) -> int:
         check_mod.print_table(rows, Console())
         report["check"] = [r.__dict__ for r in rows]
         bad += [r for r in rows if not r.ok]
+    if getattr(args, "torch_ops", None):  # PyTorch extensions (torch_ops.py)
+        from . import torch_ops
+        try:
+            text, ops = torch_ops.ops_module(unit, args.torch_ops, str(src.resolve()),
+                                             [str(Path(d).resolve()) for d in args.include],
+                                             args.define, args.warp)
+        except ValueError as e:
+            err.print(f"xvendor port: {e}", markup=False)
+            return 2
+        (out / f"{stem}_ops.py").write_text(text)
+        report["torch_ops"] = [{"op": f"{args.torch_ops}::{o.name}", "function": o.function,
+                                "schema": o.schema, "registered": not o.reason, "fake": o.fake,
+                                "reason": o.reason, "kernels": o.kernels} for o in ops]
+        for o in ops:
+            if o.reason:
+                err.print(f"{src}:{o.line}: op {args.torch_ops}::{o.name}: not registered: {o.reason}",
+                          markup=False, soft_wrap=True)
+        err.print(f"{sum(not o.reason for o in ops)}/{len(ops)} ops -> {out / (stem + '_ops.py')}",
+                  markup=False)
+        bad += [o for o in ops if o.reason]
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
     for k in t.kernels:
         status, reason = verdicts[k.name]

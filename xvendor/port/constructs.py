@@ -61,7 +61,10 @@ POINTEES = {"float": "float32", "double": "float64", "half": "float16", "__half"
             "unsigned long long": "int64", "uint64_t": "int64", "char": "int8", "int8_t": "int8",
             "unsigned char": "uint8", "uint8_t": "uint8", "short": "int16", "int16_t": "int16",
             "bool": "bool", "float4": "float32", "float2": "float32", "int4": "int32",
-            "int2": "int32", "uint4": "int32", "__half2": "float16", "__nv_bfloat162": "bfloat16"}
+            "int2": "int32", "uint4": "int32", "__half2": "float16", "__nv_bfloat162": "bfloat16",
+            # ATen's names (PyTorch extensions)
+            "at::Half": "float16", "c10::Half": "float16", "at::BFloat16": "bfloat16",
+            "c10::BFloat16": "bfloat16"}
 
 FULL_MASKS = {"0xffffffff", "0xffffffffu", "0xFFFFFFFF", "0xFFFFFFFFu", "0xFFFFFFFFU",
               "0xffffffffU", "~0", "~0u", "~0U", "(~0)", "(~0u)", "-1", "0xffffffffUL",
