@@ -133,6 +133,15 @@ def run(args) -> int:
         except ValueError as e:
             err.print(f"xvendor port: {e}", markup=False)
             return 2
+        refused = {}
+        for o in ops:  # an op whose kernels did not port (or compile) is not registered
+            broken = [f"{k} is {verdicts[k][0]}" for k in o.kernels if k in verdicts and verdicts[k][0] != "ok"]
+            if broken and not o.reason:
+                refused[o.name] = "it launches a kernel that did not port: " + ", ".join(broken)
+        if refused:
+            text, ops = torch_ops.ops_module(unit, args.torch_ops, str(src.resolve()),
+                                             [str(Path(d).resolve()) for d in args.include],
+                                             args.define, args.warp, refused=refused)
         (out / f"{stem}_ops.py").write_text(text)
         report["torch_ops"] = [{"op": f"{args.torch_ops}::{o.name}", "function": o.function,
                                 "schema": o.schema, "registered": not o.reason, "fake": o.fake,

@@ -182,11 +182,13 @@ def params_of(fn) -> list:
     return out
 
 
-def schema_of(unit, fn, name) -> str:
+def schema_of(unit, fn, name, written=()) -> str:
+    """The op schema of ``fn``; ``written``: parameters its kernels write (a tensor is a
+    handle in C++: ``Tensor out`` by value is written in place, so it is ``Tensor(a!)``)."""
     params, alias = [], iter("abcdefghijklmnopqrstuvwxyz")
     for pname, ptype in params_of(fn):
         st = schema_type(ptype)
-        if st == "Tensor" and "&" in ptype and not re.search(r"\bconst\b", ptype):
+        if st == "Tensor" and (("&" in ptype and not re.search(r"\bconst\b", ptype)) or pname in written):
             st = f"Tensor({next(alias)}!)"  # written in place
         params.append(f"{st} {_py_name(pname)}")
     ret = schema_type(_return_type(unit, fn), ret=True)
@@ -254,7 +256,8 @@ class _Host:
         self.data_dependent = False
         self.calls = set()
         self.ret = _norm_type(_return_type(unit, fn))
-        self.tmp = 0
+        self.written = set()  # C++ names of the tensors the launched kernels write
+        self.alias = {}  # pointer name -> the tensor it points into (T *p = x.data_ptr<T>())
 
     def text(self, n) -> str:
         return node_text(self.src, n)
@@ -367,6 +370,9 @@ class _Host:
             val = d.child_by_field_name("value")
             if is_ptr or self.is_pointer(val):
                 self.ptrs.add(name)
+                root = re.match(r"\s*(\w+)\s*\.", self.text(val))
+                if root:
+                    self.alias[self.text(name_node)] = self.alias.get(root.group(1), root.group(1))
             if val.type == "argument_list":
                 vals = [self.expr(a) for a in val.named_children if a.type != "comment"]
                 out.append(self.bind(name, tytext, None, vals))
@@ -516,6 +522,12 @@ class _Host:
             conf = conf[:2]
         target = f"mod.{kname}" if targs is None else f"mod[{self.spec(kname, targs)}]"
         self.launched.append(kname)
+        for p, a in zip(kernel.params, args):  # which tensors the kernel writes
+            writable = (p.pointer and not p.const_pointee) or (
+                accessor_type(_norm_type(p.type)) is not None and not re.search(r"\bconst\b", p.type))
+            root = re.match(r"\s*(\w+)", self.text(a))
+            if writable and root:
+                self.written.add(self.alias.get(root.group(1), root.group(1)))
         return f"{target}[{', '.join(conf)}]({', '.join(self.expr(a) for a in args)})"
 
     def spec(self, kname, targs) -> str:
@@ -857,8 +869,9 @@ def find_ops(unit) -> list:
         try:
             if fn.template_params:
                 raise NotTranslated("a template host function")
-            op.schema = schemas.get(op_name) or schema_of(unit, fn, op_name)
+            schema_of(unit, fn, op_name)  # refuse unknown parameter types first
             op.python, h = _python(unit, fn, kernels, hosts)
+            op.schema = schemas.get(op_name) or schema_of(unit, fn, op_name, h.written)
             op.kernels = list(dict.fromkeys(h.launched))
             op.fake = not h.data_dependent
         except NotTranslated as e:
@@ -885,12 +898,17 @@ def _python(unit, fn, kernels, hosts, done=None):
     return chunks, h
 
 
-def ops_module(unit, namespace: str, source_path: str, include_dirs=(), defines=(), warp="32") -> tuple:
+def ops_module(unit, namespace: str, source_path: str, include_dirs=(), defines=(), warp="32",
+               refused=None) -> tuple:
     """(Python source registering the ops, [Op]) for ``unit``; ``source_path`` is what the
-    module hands to ``xvendor.port.load`` (an absolute path)."""
+    module hands to ``xvendor.port.load`` (an absolute path); ``refused``: op name -> reason
+    for ops to leave out (their kernels did not port)."""
     if not re.fullmatch(r"[A-Za-z_]\w*", namespace or ""):
         raise ValueError(f"--torch-ops {namespace!r}: a namespace is a C++/Python identifier")
     ops = find_ops(unit)
+    for op in ops:
+        if (refused or {}).get(op.name):
+            op.reason = refused[op.name]
     out = [f'"""torch.library ops {namespace}::* over the kernels of {source_path}, '
            'translated by `xvendor port --torch-ops`.', "",
            "Importing this module registers them (CPU tensors run on the OpenCL CPU SYCL device, "
