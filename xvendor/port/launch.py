@@ -164,6 +164,40 @@ class Symbols:
     def __getitem__(self, name):
         return self.buffer(name).clone()
 
+    def _span(self, op, name, count, offset):
+        buf = self.buffer(name)
+        for what, v in (("count", count), ("offset", offset)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ArgumentError(op, what, f"must be a non-negative int (bytes), got {v!r}")
+        if offset + count > buf.numel():
+            raise ArgumentError(op, "count", f"{offset} + {count} bytes exceed the symbol's "
+                                f"{buf.numel()} bytes ({self.table[name][1]})")
+        return buf[offset:offset + count]
+
+    @staticmethod
+    def _raw(op, what, t, count):
+        import torch
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(op, what, f"must be a torch tensor, got {type(t).__name__}")
+        if not t.is_contiguous():
+            raise ArgumentError(op, what, "must be contiguous")
+        raw = t.view(-1).view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
+        if raw.numel() < count:
+            raise ArgumentError(op, what, f"has {raw.numel()} bytes, fewer than the {count} copied")
+        return raw
+
+    def copy_to(self, name, src, count, offset=0):
+        """``cudaMemcpyToSymbol(name, src, count, offset)``: ``count`` bytes of tensor ``src``."""
+        op = f"port.cudaMemcpyToSymbol({name})"
+        dst = self._span(op, name, count, offset)
+        dst.copy_(self._raw(op, "src", src.detach().cpu(), count)[:count])
+
+    def copy_from(self, dst, name, count, offset=0):
+        """``cudaMemcpyFromSymbol(dst, name, count, offset)``: into tensor ``dst``."""
+        op = f"port.cudaMemcpyFromSymbol({name})"
+        src = self._span(op, name, count, offset)
+        self._raw(op, "dst", dst, count)[:count].copy_(src)
+
     def __setitem__(self, name, value):
         import torch
         buf = self.buffer(name)

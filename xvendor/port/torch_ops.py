@@ -219,6 +219,7 @@ _DROP_CALLS = re.compile(r"^(C10_CUDA_KERNEL_LAUNCH_CHECK|C10_CUDA_CHECK|AT_CUDA
                          r"cudaGetLastError|cudaDeviceSynchronize|cudaPeekAtLastError|"
                          r"cudaFuncSetAttribute|cudaStreamSynchronize|"
                          r"(at::|c10::)?cuda::getCurrentCUDAStream|(at::)?cuda::stream_synchronize)$")
+_CHECK_WRAP = re.compile(r"^(C10_CUDA_CHECK|AT_CUDA_CHECK|CUDA_CHECK|cudaCheck|checkCudaErrors|gpuErrchk)$")
 _CHECKS = re.compile(r"^(TORCH_CHECK|TORCH_INTERNAL_ASSERT|AT_ASSERTM|AT_ASSERT|TORCH_CHECK_VALUE|"
                      r"TORCH_CHECK_INDEX|TORCH_CHECK_TYPE|AT_CHECK|TORCH_DCHECK|"
                      r"TORCH_INTERNAL_ASSERT_DEBUG_ONLY)$")
@@ -442,9 +443,11 @@ class _Host:
             name = " ".join(self.text(f).split()) if f is not None else ""
             if any(c.type == "kernel_call_syntax" for c in e.children):
                 return [self.launch(e)]
+            args = [a for a in e.child_by_field_name("arguments").named_children if a.type != "comment"]
+            if _CHECK_WRAP.match(name) and len(args) == 1 and args[0].type == "call_expression":
+                return self.expression_statement(args[0])  # AT_CUDA_CHECK(cudaMemcpyToSymbol(...))
             if _DROP_CALLS.match(name.split("<")[0]):
                 return []
-            args = [a for a in e.child_by_field_name("arguments").named_children if a.type != "comment"]
             if _CHECKS.match(name):
                 return [f"_rt.check({', '.join(self.expr(a) for a in args)})"]
             if name in _CMP_CHECKS and len(args) == 2:
@@ -452,6 +455,9 @@ class _Host:
                         f"{self.text(args[0])!r} ' {_CMP_CHECKS[name]} ' {self.text(args[1])!r})"]
             if name.startswith("AT_DISPATCH_"):
                 return self.dispatch(name, args)
+            if re.match(r"^cudaMemcpy(To|From)Symbol(Async)?$", name):
+                from .pylaunch import symbol_copy
+                return [symbol_copy(name, [self.expr(a) for a in args], self.text(args[0]))]
             if name in self.unit.macros_fn:
                 return self.macro(name, args)
         if e.type == "assignment_expression":
