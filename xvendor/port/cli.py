@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also look for #include \"...\" files here (repeatable)")
     p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
                    help="define a macro for the SYCL compile (repeatable)")
+    p.add_argument("--compile-commands", metavar="compile_commands.json",
+                   help="also take -I/-D from this compilation database's entry for FILE")
     p.add_argument("--compile", action="store_true",
                    help="build with SYCL RTC on the CPU device; compile errors per kernel")
     p.add_argument("--check", metavar="REF.py",
@@ -70,6 +72,10 @@ def run(args) -> int:
         if not src.is_file():
             raise parse.ParseError(f"{src}: no such file")
         out.mkdir(parents=True, exist_ok=True)
+        if getattr(args, "compile_commands", None):
+            from . import compdb
+            inc, dfn = compdb.flags_for(args.compile_commands, src)
+            args.include, args.define = list(args.include) + inc, list(args.define) + dfn
         for d in args.include:
             if not Path(d).is_dir():
                 raise ValueError(f"-I {d}: not a directory")
@@ -89,7 +95,7 @@ def run(args) -> int:
             else:
                 res, t = None, build.translate_file(src, warp=args.warp, instantiate=args.instantiate,
                                                     kernels=args.kernel or None, progress=step,
-                                                    include_dirs=args.include)
+                                                    include_dirs=args.include, defines=args.define)
     except (parse.ParseError, ValueError, OSError, ImportError) as e:
         err.print(f"xvendor port: {e}", markup=False)
         return 2
