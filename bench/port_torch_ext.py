@@ -41,10 +41,11 @@ def reference(path: Path, name: str, extra=None):
     raise KeyError(f"{path}: no function {name}")
 
 
-def port(cu: Path, ns: str, out: Path):
+def port(cu: Path, ns: str, out: Path, include=()):
     from xvendor.port import cli
     t0 = time.perf_counter()
-    rc = cli.main([str(cu), "-o", str(out), "--torch-ops", ns, "--compile"])
+    rc = cli.main([str(cu), "-o", str(out), "--torch-ops", ns, "--compile"]
+                  + [f"-I{d}" for d in include])
     stem = cu.name.split(".")[0]
     spec = importlib.util.spec_from_file_location(f"{ns}_{stem}_ops", out / f"{stem}_ops.py")
     m = importlib.util.module_from_spec(spec)
@@ -193,7 +194,9 @@ def main(argv=None) -> int:
     for cu in files:
         ns = ns_of.get(cu, "p3d" if "pytorch3d" in str(cu) else "ext")
         try:
-            rc, ops, secs = port(cu, ns, out / cu.stem.replace(".", "_"))
+            # pytorch3d's setup.py builds with include_dirs=[pytorch3d/csrc]
+            inc = [root / "facebookresearch+pytorch3d/pytorch3d/csrc"] if "pytorch3d" in str(cu) else []
+            rc, ops, secs = port(cu, ns, out / cu.stem.replace(".", "_"), inc)
         except Exception as e:  # a module that does not import counts as 0 registered
             print(f"{cu.relative_to(root)}: port/import failed: {type(e).__name__}: {str(e)[:200]}")
             ops, secs = [], 0.0

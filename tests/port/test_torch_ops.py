@@ -21,7 +21,9 @@ SRC = CUDA / "torch_ext.cu"
 def test_ops_schemas_and_refusals():
     ops = {o.name: o for o in torch_ops.find_ops(parse.parse_file(SRC))}
     assert list(ops) == ["scaled_softplus", "row_stats", "axpy_chunked_", "axpy_out", "iota_from",
-                         "scratch_copy", "gemm_then_axpy"]
+                         "scaled_copy", "scratch_copy", "gemm_then_axpy"]
+    assert ops["scaled_copy"].schema == ("scaled_copy(Tensor x, int[] tile, float s=2.0, bool check=True)"
+                                         " -> Tensor")
     assert ops["scaled_softplus"].schema == "scaled_softplus(Tensor x, Tensor w, float bias) -> Tensor"
     assert ops["row_stats"].schema == "row_stats(Tensor x) -> Tensor[]"
     # a Tensor by value that its kernel writes, and a non-const Tensor&: both mutated in place
@@ -117,6 +119,16 @@ def test_loop_of_launches_with_pointer_offsets_in_place(te, n, chunk):
     out.zero_()
     te.axpy_out(x, 2.0, out)
     torch.testing.assert_close(out.double(), 2 * x.double(), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.l1
+@pytest.mark.parametrize("n, tile", [(1, (32, 1)), (1000, (32, 4)), (77, (8, 8))])
+def test_defaults_tuple_arguments_and_errors(te, n, tile):
+    x = torch.randn(n)
+    torch.testing.assert_close(te.scaled_copy(x, list(tile)).double(), 2 * x.double())
+    torch.testing.assert_close(te.scaled_copy(x, list(tile), -0.5).double(), -0.5 * x.double())
+    with pytest.raises(RuntimeError, match="tile 0 must be positive"):
+        te.scaled_copy(x, [0, 4])
 
 
 @pytest.mark.l1

@@ -16,7 +16,8 @@ UNSUPPORTED = [
      "WMMA / tensor-core intrinsics (use joint_matrix by hand)"),
     (r"\b(this_grid|grid_group|cudaLaunchCooperativeKernel|this_multi_grid)\b",
      "grid-wide cooperative groups (needs a cooperative launch)"),
-    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|thrust|cutlass|cute)::",
+    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|cutlass|cute)::|"
+     r"\bthrust::(?!(tuple|get|make_tuple|tie|pair|make_pair)\b)",  # thrust's value types are not calls
      "library call (cuBLAS/cuDNN/cuRAND/CUB/thrust/CUTLASS) in device code"),
     (r"(?<![\w.>])(malloc|free|cudaMalloc)\s*\(|\bnew\s+\w|\bdelete\b",
      "device-side malloc/free/new"),

@@ -149,9 +149,13 @@ def schema_type(text: str, ret: bool = False) -> str:
     if m:
         inner = schema_type(m.group(1))
         return inner + "[]"
-    m = _TUPLE.match(t) if ret else None
-    if m:
+    m = _TUPLE.match(t)
+    if m and ret:
         return "(" + ", ".join(schema_type(a) for a in split_template_args(m.group(1))) + ")"
+    if m:  # a tuple argument of one scalar type: a list in the schema (std::get<i> indexes it)
+        kinds = {schema_type(a) for a in split_template_args(m.group(1))}
+        if len(kinds) == 1 and kinds <= {"int", "float", "bool"}:
+            return kinds.pop() + "[]"
     if t == "void" and ret:
         return "()"
     if t in _SCALAR_SCHEMA:
@@ -170,27 +174,48 @@ def _return_type(unit, fn) -> str:
 
 
 def params_of(fn) -> list:
-    """[(name, type text)] of a host function (a reference parameter's name too)."""
+    """[(name, type text, default text or None)] of a host function, the parameters with
+    a default value too (``const int64_t k = -1``)."""
+    decl = fn.node.child_by_field_name("declarator")
+    while decl is not None and decl.type != "function_declarator":
+        decl = decl.child_by_field_name("declarator")
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
     out = []
-    for p in fn.params:
-        name, ty = p.name, p.type
-        if name.startswith("__xv_arg"):
-            m = re.fullmatch(r"(.*?[\s&*>])(\w+)\s*(=.*)?", " ".join(p.text.split()), re.S)
-            if m:
-                name, ty = m.group(2), m.group(1)
-        out.append((name, ty))
+    for i, p in enumerate(plist.named_children if plist is not None else []):
+        if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            continue
+        text = p.text.decode(errors="replace")
+        default = p.child_by_field_name("default_value")
+        if default is not None:
+            text = text[:default.start_byte - p.start_byte].rstrip().rstrip("=").rstrip()
+        m = re.fullmatch(r"(.*?[\s&*>])(\w+)\s*(\[\s*\w*\s*\])?", " ".join(text.split()), re.S)
+        name, ty = (m.group(2), m.group(1) + (m.group(3) or "")) if m else (f"arg{i}", text)
+        out.append((name, ty, default.text.decode(errors="replace") if default is not None else None))
     return out
+
+
+def _default(text: str) -> str:
+    """A C++ default argument as schema / Python text."""
+    t = text.strip()
+    if t in ("true", "false"):
+        return t.capitalize()
+    if t in ("nullptr", "c10::nullopt", "std::nullopt", "at::nullopt", "{}"):
+        return "None"
+    t = re.sub(r"(?<=\d)[uUlLfF]+$", "", t)
+    if re.fullmatch(r"-?\d+(\.\d*)?([eE][-+]?\d+)?", t):
+        return t
+    raise NotTranslated(f"the default argument {text!r}")
 
 
 def schema_of(unit, fn, name, written=()) -> str:
     """The op schema of ``fn``; ``written``: parameters its kernels write (a tensor is a
     handle in C++: ``Tensor out`` by value is written in place, so it is ``Tensor(a!)``)."""
     params, alias = [], iter("abcdefghijklmnopqrstuvwxyz")
-    for pname, ptype in params_of(fn):
+    for pname, ptype, default in params_of(fn):
         st = schema_type(ptype)
         if st == "Tensor" and (("&" in ptype and not re.search(r"\bconst\b", ptype)) or pname in written):
             st = f"Tensor({next(alias)}!)"  # written in place
-        params.append(f"{st} {_py_name(pname)}")
+        params.append(f"{st} {_py_name(pname)}" + (f"={_default(default)}" if default is not None else ""))
     ret = schema_type(_return_type(unit, fn), ret=True)
     return f"{name}({', '.join(params)}) -> {ret}"
 
@@ -263,6 +288,7 @@ class _Host:
         self.data_dependent = False
         self.calls = set()
         self.ret = _norm_type(_return_type(unit, fn))
+        self.streams = set()  # std::stringstream locals
         self.written = set()  # C++ names of the tensors the launched kernels write
         self.alias = {}  # pointer name -> the tensor it points into (T *p = x.data_ptr<T>())
 
@@ -373,6 +399,15 @@ class _Host:
                 if "vector" in tytext:
                     out.append(f"{name} = []")
                     continue
+                base = re.sub(r"\b(const|static|volatile)\b", "", tytext).strip().replace("std::", "")
+                if base in ("stringstream", "ostringstream"):
+                    self.streams.add(name)
+                    out.append(f"{name} = _rt.StringStream()")
+                    continue
+                if d.type == "identifier" and (_INT_TYPES.match(base) or base in _FLOAT_TYPES or base == "bool"):
+                    # C++ leaves it indeterminate until assigned; any value is a faithful start
+                    out.append(f"{name} = {'False' if base == 'bool' else '0.0' if base in _FLOAT_TYPES else '0'}")
+                    continue
                 raise NotTranslated(f"declaration of {name} without a value at {self.where(st)}")
             val = d.child_by_field_name("value")
             if is_ptr or self.is_pointer(val):
@@ -450,6 +485,10 @@ class _Host:
                 return []
             if _CHECKS.match(name):
                 return [f"_rt.check({', '.join(self.expr(a) for a in args)})"]
+            if name in ("AT_ERROR", "TORCH_CHECK_NOT_IMPLEMENTED"):
+                return [f"_rt.check(False, {', '.join(self.expr(a) for a in args)})"]
+            if name in ("TORCH_WARN", "TORCH_WARN_ONCE"):
+                return [f"_rt.message({', '.join(f'str({self.expr(a)})' for a in args)}, '\\n')"]
             if name in _CMP_CHECKS and len(args) == 2:
                 return [f"_rt.check({self.expr(args[0])} {_CMP_CHECKS[name]} {self.expr(args[1])}, "
                         f"{self.text(args[0])!r} ' {_CMP_CHECKS[name]} ' {self.text(args[1])!r})"]
@@ -471,6 +510,16 @@ class _Host:
             if op in ("/=", "%="):
                 lhs = self.expr(left)
                 return [f"{lhs} = _rt.{'div' if op == '/=' else 'rem'}({lhs}, {self.expr(right)})"]
+        head = re.match(r"\s*(std::cout|std::cerr|\w+)\s*<<", self.text(e)) if e.type == "binary_expression" else None
+        if head and (head.group(1).startswith("std::") or head.group(1) in self.streams):
+            parts, n = [], e  # std::cerr << a << b << std::endl: a message on stderr
+            while n.type == "binary_expression" and self.text(n.child_by_field_name("operator")) == "<<":
+                parts.append(n.child_by_field_name("right"))
+                n = n.child_by_field_name("left")
+            items = ['"\\n"' if self.text(p) in ("std::endl", '"\\n"') else f"str({self.expr(p)})" for p in reversed(parts)]
+            if head.group(1).startswith("std::"):
+                return [f"_rt.message({', '.join(items)})"]
+            return [f"{head.group(1)}.add({', '.join(items)})"]  # a std::stringstream
         if e.type == "update_expression":
             arg = self.expr(e.child_by_field_name("argument"))
             return [f"{arg} {'+' if '++' in self.text(e) else '-'}= 1"]
@@ -561,7 +610,7 @@ class _Host:
     @property
     def bound(self) -> set:
         """Names the Python function has bound so far (parameters and locals)."""
-        names = {_py_name(n) for n, _ in params_of(self.fn)} | self.types | self.ptrs
+        names = {_py_name(n) for n, _, _ in params_of(self.fn)} | self.types | self.ptrs
         for n in walk(self.fn.node):
             if n.type == "init_declarator":
                 d = n.child_by_field_name("declarator")
@@ -713,6 +762,8 @@ class _Host:
         for rx, reason in _REFUSED_CALLS:
             if rx.match(plain):
                 raise NotTranslated(reason.format(name=plain))
+        if (_INT_TYPES.match(plain.replace("std::", "")) or plain in _FLOAT_TYPES or plain == "bool") and len(args) == 1:
+            return self.cast(plain, self.expr(args[0]))  # int64_t(x): a functional cast
         if plain in ("static_cast", "reinterpret_cast") and targ:
             return self.cast(targ.group(1), self.expr(args[0]))
         if plain in ("std::min", "std::max", "min", "max", "fmin", "fmax", "std::fmin", "std::fmax",
@@ -722,6 +773,8 @@ class _Host:
             return f"_rt.ceil_div({pa()})"
         if plain.replace("std::", "") in _MATH:
             return f"{_MATH[plain.replace('std::', '')]}({pa()})"
+        if plain in ("std::get", "get") and targ and targ.group(1).strip().isdigit() and len(args) == 1:
+            return f"{self.expr(args[0])}[{targ.group(1).strip()}]"
         if plain in ("std::make_tuple", "std::tuple", "std::forward_as_tuple"):
             return f"({pa()},)"
         if plain in ("std::vector", "at::IntArrayRef", "c10::IntArrayRef"):
@@ -902,7 +955,8 @@ def _python(unit, fn, kernels, hosts, done=None):
         for rx, reason in _REFUSED_CALLS:
             if rx.match(name):
                 raise NotTranslated(reason.format(name=name))
-    params = ", ".join(["mod"] + [_py_name(n) for n, _ in params_of(fn)])
+    params = ", ".join(["mod"] + [_py_name(n) + (f"={_default(d)}" if d is not None else "")
+                                  for n, _, d in params_of(fn)])
     lines = h.body()
     chunks = []
     done = {fn.name} if done is None else done | {fn.name}
@@ -1258,3 +1312,22 @@ def type_of(obj):
     """``device.type()`` (a device's kind) or ``tensor.type()`` (its device's kind here)."""
     import torch
     return obj.type if isinstance(obj, torch.device) else obj.device.type
+
+
+def message(*parts):
+    """``std::cout << ...`` / ``std::cerr << ...`` in a host function: to stderr."""
+    import sys
+    sys.stderr.write("".join(parts))
+
+
+class StringStream:
+    """``std::stringstream``: ``ss << a << b`` appends, ``ss.str()`` reads."""
+
+    def __init__(self):
+        self.parts = []
+
+    def add(self, *parts):
+        self.parts += parts
+
+    def str(self):
+        return "".join(self.parts)

@@ -126,6 +126,21 @@ torch::Tensor iota_from(torch::Tensor count) {
   return out;
 }
 
+// default arguments, a tuple argument, std::get, a stringstream message and AT_ERROR
+torch::Tensor scaled_copy(torch::Tensor x, const std::tuple<int, int> tile, double s = 2.0,
+                          bool check = true) {
+  if (check && std::get<0>(tile) <= 0) {
+    std::stringstream ss;
+    ss << "scaled_copy: tile " << std::get<0>(tile) << " must be positive";
+    AT_ERROR(ss.str());
+  }
+  auto out = torch::zeros_like(x);
+  const int n = int64_t(x.numel());
+  const int block = std::get<0>(tile) * std::get<1>(tile);
+  axpy_kernel<<<(n + block - 1) / block, block>>>(n, (float)s, x.data_ptr<float>(), out.data_ptr<float>());
+  return out;
+}
+
 torch::Tensor scratch_copy(torch::Tensor x) {
   float *tmp;
   cudaMalloc(&tmp, x.numel() * sizeof(float));
@@ -147,6 +162,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("axpy_chunked_", &axpy_chunked_, "y += a * x, chunk by chunk");
   m.def("axpy_out", &axpy_out, "out += a * x");
   m.def("iota_from", &iota_from, "3 * arange(count)");
+  m.def("scaled_copy", &scaled_copy, "s * x, launched with tile[0] * tile[1] threads");
   m.def("scratch_copy", &scratch_copy, "uses cudaMalloc");
   m.def("gemm_then_axpy", &gemm_then_axpy, "uses cuBLAS");
 }

@@ -156,3 +156,16 @@ template <typename T> using opmath_type = acc_type<T, true>;
 namespace torch {
 using namespace at;
 }  // namespace torch
+
+// thrust's value types, which extensions use in device code (thrust::tuple / get): the
+// std ones (header-only, usable in SYCL device code); thrust's algorithms stay refused.
+#include <tuple>
+#include <utility>
+namespace thrust {
+using std::get;
+using std::make_pair;
+using std::make_tuple;
+using std::pair;
+using std::tie;
+using std::tuple;
+}  // namespace thrust
