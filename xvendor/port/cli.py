@@ -31,10 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also look for #include \"...\" files here (repeatable)")
     p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
                    help="define a macro for the SYCL compile (repeatable)")
+    p.add_argument("--compile-commands", metavar="compile_commands.json",
+                   help="also take -I/-D from this compilation database's entry for FILE")
     p.add_argument("--compile", action="store_true",
                    help="build with SYCL RTC on the CPU device; compile errors per kernel")
     p.add_argument("--check", metavar="REF.py",
                    help="run each kernel against REF.py's reference (implies --compile)")
+    p.add_argument("--torch-ops", metavar="NAMESPACE",
+                   help="also write DIR/<stem>_ops.py: torch.library ops NAMESPACE::* for the "
+                        "file's bound (or tensor) host functions over the ported kernels")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -67,6 +72,10 @@ def run(args) -> int:
         if not src.is_file():
             raise parse.ParseError(f"{src}: no such file")
         out.mkdir(parents=True, exist_ok=True)
+        if getattr(args, "compile_commands", None):
+            from . import compdb
+            inc, dfn = compdb.flags_for(args.compile_commands, src)
+            args.include, args.define = list(args.include) + inc, list(args.define) + dfn
         for d in args.include:
             if not Path(d).is_dir():
                 raise ValueError(f"-I {d}: not a directory")
@@ -86,7 +95,7 @@ def run(args) -> int:
             else:
                 res, t = None, build.translate_file(src, warp=args.warp, instantiate=args.instantiate,
                                                     kernels=args.kernel or None, progress=step,
-                                                    include_dirs=args.include)
+                                                    include_dirs=args.include, defines=args.define)
     except (parse.ParseError, ValueError, OSError, ImportError) as e:
         err.print(f"xvendor port: {e}", markup=False)
         return 2
@@ -121,6 +130,35 @@ def run(args) -> int:
         check_mod.print_table(rows, Console())
         report["check"] = [r.__dict__ for r in rows]
         bad += [r for r in rows if not r.ok]
+    if getattr(args, "torch_ops", None):  # PyTorch extensions (torch_ops.py)
+        from . import torch_ops
+        try:
+            text, ops = torch_ops.ops_module(unit, args.torch_ops, str(src.resolve()),
+                                             [str(Path(d).resolve()) for d in args.include],
+                                             args.define, args.warp)
+        except ValueError as e:
+            err.print(f"xvendor port: {e}", markup=False)
+            return 2
+        refused = {}
+        for o in ops:  # an op whose kernels did not port (or compile) is not registered
+            broken = [f"{k} is {verdicts[k][0]}" for k in o.kernels if k in verdicts and verdicts[k][0] != "ok"]
+            if broken and not o.reason:
+                refused[o.name] = "it launches a kernel that did not port: " + ", ".join(broken)
+        if refused:
+            text, ops = torch_ops.ops_module(unit, args.torch_ops, str(src.resolve()),
+                                             [str(Path(d).resolve()) for d in args.include],
+                                             args.define, args.warp, refused=refused)
+        (out / f"{stem}_ops.py").write_text(text)
+        report["torch_ops"] = [{"op": f"{args.torch_ops}::{o.name}", "function": o.function,
+                                "schema": o.schema, "registered": not o.reason, "fake": o.fake,
+                                "reason": o.reason, "kernels": o.kernels} for o in ops]
+        for o in ops:
+            if o.reason:
+                err.print(f"{src}:{o.line}: op {args.torch_ops}::{o.name}: not registered: {o.reason}",
+                          markup=False, soft_wrap=True)
+        err.print(f"{sum(not o.reason for o in ops)}/{len(ops)} ops -> {out / (stem + '_ops.py')}",
+                  markup=False)
+        bad += [o for o in ops if o.reason]
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
     for k in t.kernels:
         status, reason = verdicts[k.name]

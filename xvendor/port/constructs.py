@@ -16,7 +16,8 @@ UNSUPPORTED = [
      "WMMA / tensor-core intrinsics (use joint_matrix by hand)"),
     (r"\b(this_grid|grid_group|cudaLaunchCooperativeKernel|this_multi_grid)\b",
      "grid-wide cooperative groups (needs a cooperative launch)"),
-    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|thrust|cutlass|cute)::",
+    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|cutlass|cute)::|"
+     r"\bthrust::(?!(tuple|get|make_tuple|tie|pair|make_pair)\b)",  # thrust's value types are not calls
      "library call (cuBLAS/cuDNN/cuRAND/CUB/thrust/CUTLASS) in device code"),
     (r"(?<![\w.>])(malloc|free|cudaMalloc)\s*\(|\bnew\s+\w|\bdelete\b",
      "device-side malloc/free/new"),
@@ -61,7 +62,10 @@ POINTEES = {"float": "float32", "double": "float64", "half": "float16", "__half"
             "unsigned long long": "int64", "uint64_t": "int64", "char": "int8", "int8_t": "int8",
             "unsigned char": "uint8", "uint8_t": "uint8", "short": "int16", "int16_t": "int16",
             "bool": "bool", "float4": "float32", "float2": "float32", "int4": "int32",
-            "int2": "int32", "uint4": "int32", "__half2": "float16", "__nv_bfloat162": "bfloat16"}
+            "int2": "int32", "uint4": "int32", "__half2": "float16", "__nv_bfloat162": "bfloat16",
+            # ATen's names (PyTorch extensions)
+            "at::Half": "float16", "c10::Half": "float16", "at::BFloat16": "bfloat16",
+            "c10::BFloat16": "bfloat16"}
 
 FULL_MASKS = {"0xffffffff", "0xffffffffu", "0xFFFFFFFF", "0xFFFFFFFFu", "0xFFFFFFFFU",
               "0xffffffffU", "~0", "~0u", "~0U", "(~0)", "(~0u)", "-1", "0xffffffffUL",

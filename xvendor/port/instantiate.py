@@ -220,9 +220,19 @@ def _deduce(unit, fn, launch) -> list:
     if host is None:
         return []
     per_param = {}
+    dispatch = None
     for p, a in zip(fn.params, launch.args):
         for kind, tname in fn.template_params:
-            if kind == "type" and p.base == tname:
+            # PyTorch extensions: x.packed_accessor32<scalar_t, 3, ...>() / x.data_ptr<T>()
+            # against an accessor<T, ...> / T* parameter (scalar_t: each AT_DISPATCH type)
+            acc = _TENSOR_ARG.search(a)
+            if kind == "type" and acc and p.base != tname and re.search(rf"<\s*{re.escape(tname)}\s*,", p.type):
+                dispatch = _dispatch_types(unit, launch) if dispatch is None else dispatch
+                per_param.setdefault(tname, set()).update(dispatch.get(acc.group(1), [acc.group(1)]))
+            elif kind == "type" and acc and p.base == tname:
+                dispatch = _dispatch_types(unit, launch) if dispatch is None else dispatch
+                per_param.setdefault(tname, set()).update(dispatch.get(acc.group(1), [acc.group(1)]))
+            elif kind == "type" and p.base == tname:
                 per_param.setdefault(tname, set()).update(_types_of(unit, host, a.strip(), 0))
             elif kind == "value" and re.search(rf"<\s*{re.escape(tname)}\s*>", p.type):
                 # a tag argument: std::bool_constant<Atomic> against std::bool_constant<true>{}
@@ -244,6 +254,10 @@ def _deduce(unit, fn, launch) -> list:
     for t in names:
         combos = [c + [v] for c in combos for v in sorted(per_param[t])]
     return combos
+
+
+_TENSOR_ARG = re.compile(r"\.\s*(?:packed_accessor(?:32|64)?|generic_packed_accessor|data_ptr|data|"
+                         r"mutable_data_ptr|const_data_ptr)\s*<\s*([\w:]+)")
 
 
 def _declared(unit, host) -> dict:

@@ -164,6 +164,40 @@ class Symbols:
     def __getitem__(self, name):
         return self.buffer(name).clone()
 
+    def _span(self, op, name, count, offset):
+        buf = self.buffer(name)
+        for what, v in (("count", count), ("offset", offset)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ArgumentError(op, what, f"must be a non-negative int (bytes), got {v!r}")
+        if offset + count > buf.numel():
+            raise ArgumentError(op, "count", f"{offset} + {count} bytes exceed the symbol's "
+                                f"{buf.numel()} bytes ({self.table[name][1]})")
+        return buf[offset:offset + count]
+
+    @staticmethod
+    def _raw(op, what, t, count):
+        import torch
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(op, what, f"must be a torch tensor, got {type(t).__name__}")
+        if not t.is_contiguous():
+            raise ArgumentError(op, what, "must be contiguous")
+        raw = t.view(-1).view(torch.uint8) if t.numel() else t.new_empty(0, dtype=torch.uint8)
+        if raw.numel() < count:
+            raise ArgumentError(op, what, f"has {raw.numel()} bytes, fewer than the {count} copied")
+        return raw
+
+    def copy_to(self, name, src, count, offset=0):
+        """``cudaMemcpyToSymbol(name, src, count, offset)``: ``count`` bytes of tensor ``src``."""
+        op = f"port.cudaMemcpyToSymbol({name})"
+        dst = self._span(op, name, count, offset)
+        dst.copy_(self._raw(op, "src", src.detach().cpu(), count)[:count])
+
+    def copy_from(self, dst, name, count, offset=0):
+        """``cudaMemcpyFromSymbol(dst, name, count, offset)``: into tensor ``dst``."""
+        op = f"port.cudaMemcpyFromSymbol({name})"
+        src = self._span(op, name, count, offset)
+        self._raw(op, "dst", dst, count)[:count].copy_(src)
+
     def __setitem__(self, name, value):
         import torch
         buf = self.buffer(name)
@@ -300,6 +334,8 @@ def _argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable):
             keep.append(holder)
         keep.append(buf)
         return runtime.PTR, buf.ptr
+    if kind == "accessor":  # NOTE [accessor arguments]
+        return _accessor(op, name, base, a, queue, on_cpu, keep, back, writable)
     if kind == "ptr":
         if a is None:
             return runtime.PTR, 0
@@ -342,3 +378,71 @@ def _argument(op, name, kind, base, a, queue, on_cpu, keep, back, writable):
     if kind == "u32":
         return runtime.I32, a - 2**32 if a >= 2**31 else a
     return runtime.I64, a - 2**64 if a >= 2**63 else a
+
+
+# NOTE [accessor arguments]: a kernel parameter ``at::PackedTensorAccessor32/64<T, N>`` (or
+# GenericPackedTensorAccessor) takes a torch tensor of N dimensions and dtype T. The launch
+# builds the accessor's bytes as ATen lays them out (xvendor_torch_compat.h): the data's
+# device pointer, N sizes, N strides (in elements, int32 or int64), and passes them like any
+# by-value struct. Strides are kept, so non-contiguous tensors work as in CUDA; on the CPU
+# device the tensor's whole storage span (offset 0 to the last element it reaches) is
+# copied in, and back after the launch unless the accessor is const.
+def _accessor(op, name, meta, a, queue, on_cpu, keep, back, writable):
+    import torch
+
+    from xvendor.xpu import runtime
+    elem, ndim, bits = meta
+    if not isinstance(a, torch.Tensor):
+        raise ArgumentError(op, name, f"is a PackedTensorAccessor{bits}<{elem}, {ndim}>: pass a "
+                            f"torch tensor, got {type(a).__name__}")
+    if a.dim() != ndim:
+        raise ArgumentError(op, name, f"is an accessor of {ndim} dimensions: got a tensor of shape "
+                            f"{tuple(a.shape)}")
+    want = constructs.POINTEES.get(elem)
+    if want is not None and str(a.dtype) != f"torch.{want}":
+        raise ArgumentError(op, name, f"is an accessor of {elem}: needs a torch.{want} tensor, "
+                            f"got {a.dtype}")
+    if any(s < 0 for s in a.stride()):
+        raise ArgumentError(op, name, f"has a negative stride {a.stride()} (not supported)")
+    lo, hi = _RANGES["i32" if bits == 32 else "i64"]
+    if any(not lo <= v <= hi for v in (*a.shape, *a.stride())):
+        raise ArgumentError(op, name, f"sizes/strides {tuple(a.shape)}/{a.stride()} do not fit "
+                            f"the accessor's {bits}-bit index type")
+    span = 0 if a.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride()))
+    nbytes = span * a.element_size()
+    if on_cpu:
+        data = runtime.DeviceBuffer(queue, max(nbytes, 1))
+        if nbytes:
+            data.write(a.data_ptr(), nbytes)
+        keep.append(data)
+        if writable and nbytes:
+            back.append((_Span(a, nbytes), data))
+        ptr = data.ptr
+    else:
+        keep.append(a)
+        ptr = a.data_ptr()
+    fmt = "i" if bits == 32 else "q"
+    raw = struct.pack(f"<Q{ndim}{fmt}{ndim}{fmt}", ptr, *a.shape, *a.stride())
+    raw += b"\0" * (-len(raw) % 8)
+    buf = runtime.DeviceBuffer(queue, len(raw))
+    holder = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    buf.write(holder.data_ptr(), len(raw))
+    keep += [holder, buf]
+    return runtime.PTR, buf.ptr
+
+
+class _Span:
+    """What the copy-back after a launch needs of a tensor: where its span starts and how
+    many bytes it has (``back`` reads ``numel() * element_size()`` bytes to ``data_ptr()``)."""
+
+    def __init__(self, t, nbytes):
+        self.t, self.nbytes = t, nbytes
+
+    def data_ptr(self):
+        return self.t.data_ptr()
+
+    def numel(self):
+        return self.nbytes
+
+    def element_size(self):
+        return 1

@@ -4,7 +4,8 @@
 function, where ``mod`` is what ``xvendor.port.load`` returns; ``k<<<g, b, s>>>(args)``
 becomes ``mod.k[g, b, s](args)`` (``dim3`` -> an (x, y, z) tuple). Integer ``/`` becomes
 ``//`` (sizes are non-negative here); a function with any other statement (loops, memory
-copies, library calls) is not translated and is listed with the reason, never half-done.
+copies, library calls) is not translated and is listed with the reason, never half-done. ``cudaMemcpyToSymbol`` /
+``FromSymbol`` become ``mod.symbols.copy_to`` / ``copy_from`` (the module's symbol buffers).
 """
 
 from __future__ import annotations
@@ -26,9 +27,28 @@ class NotTranslated(Exception):
     pass
 
 
+SYMBOL_COPIES = re.compile(r"^cudaMemcpy(To|From)Symbol(Async)?$")
+
+
+def symbol_copy(fn: str, args: list, first: str) -> str:
+    """``cudaMemcpyToSymbol(sym, src, count[, offset[, kind[, stream]]])`` ->
+    ``mod.symbols.copy_to("sym", src, count, offset)`` (``FromSymbol(dst, sym, ...)`` ->
+    ``copy_from``): the symbols are the module's buffers (NOTE [module symbols])."""
+    if len(args) < 3:
+        raise NotTranslated(f"{fn} with {len(args)} arguments")
+    offset = args[3] if len(args) > 3 else "0"
+    if "To" in fn:
+        return f"mod.symbols.copy_to({first.strip()!r}, {args[1]}, {args[2]}, {offset})"
+    sym = args[1] if re.fullmatch(r"\w+", args[1]) else None
+    if sym is None:
+        raise NotTranslated(f"{fn} from {args[1]!r}")
+    return f"mod.symbols.copy_from({args[0]}, {sym!r}, {args[2]}, {offset})"
+
+
 def launchers(unit) -> str:
     hosts = [f for f in unit.functions if f.kind == "host" and
-             any(l.host == f.name for l in unit.launches)]
+             (any(l.host == f.name for l in unit.launches) or
+              re.search(r"\bcudaMemcpy(To|From)Symbol", node_text(unit.source, f.node)))]
     out = [f'"""Launchers translated from {unit.path} by `xvendor port`: call each with the '
            'module from xvendor.port.load(...) first."""', ""] + _constants(unit) + [""]
     for fn in hosts:
@@ -93,6 +113,12 @@ def _statement(unit, st) -> list:
                         f"{'//=' if op == '/=' else op} {_expr(unit, e.child_by_field_name('right'))}"]
         if e.type == "call_expression":
             fn = node_text(s, e.child_by_field_name("function"))
+            inner = e.child_by_field_name("arguments").named_children
+            if SKIP_CALLS.match(fn) and len(inner) == 1 and inner[0].type == "call_expression":
+                e, fn = inner[0], node_text(s, inner[0].child_by_field_name("function"))  # cudaCheck(x(...))
+            if SYMBOL_COPIES.match(fn):
+                return [symbol_copy(fn, [_expr(unit, a) for a in e.child_by_field_name("arguments").named_children],
+                                    node_text(s, e.child_by_field_name("arguments").named_children[0]))]
             if SKIP_CALLS.match(fn):
                 return []
             if fn == "assert":

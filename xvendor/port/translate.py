@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import closure, conditions, constructs, instantiate as inst_mod, lints as lints_mod
 from . import symbols as sym_mod
+from . import torch_ops
 from .parse import at_file_scope as _file_scope
 from .parse import Function, Unit, node_text, split_template_args, walk
 
@@ -278,7 +279,8 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     out = _apply(src, edits)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
-            + f"#include \"{HEADER}\"\n")
+            + f"#include \"{HEADER}\"\n"
+            + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else ""))
     return Translation(unit, head + out, list(reports.values()), warp)
 
 
@@ -359,7 +361,9 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
             else:  # a struct / vector by value: a pointer to a device copy (NOTE [by-value arguments])
                 value_type = re.sub(r"\bconst\b|&", "", _subst(p.type, mapping)).strip()
                 decls.append(f"const {value_type} *{p.name}__xv_value")
-                params.append((p.name, "struct", base, False))
+                acc = torch_ops.accessor_type(value_type, typedefs)  # NOTE [accessor arguments]
+                params.append((p.name, "accessor", acc, not re.search(r"\bconst\b", p.type))
+                              if acc else (p.name, "struct", base, False))
                 call.append(f"*{p.name}__xv_value")
                 continue
             call.append(p.name)

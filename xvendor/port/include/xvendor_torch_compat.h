@@ -1,0 +1,171 @@
+// xvendor_torch_compat.h: the at:: / c10:: / torch:: names that kernels of PyTorch CUDA
+// extensions use in device code, on top of xvendor_cuda_compat.h.
+//
+//   at::PackedTensorAccessor32/64<T, N, Traits>, at::GenericPackedTensorAccessor,
+//   at::PackedTensorAccessor (the older name), at::TensorAccessor
+//                                  -> the same layout and indexing as ATen's
+//                                     (TensorAccessor.h): data pointer, sizes[N], strides[N]
+//                                     of index_t; a[i][j] follows strides; size(i), stride(i)
+//   at::RestrictPtrTraits, at::DefaultPtrTraits
+//   at::Half / c10::Half           -> __half (sycl::half)
+//   at::BFloat16 / c10::BFloat16   -> __nv_bfloat16 (16-bit storage, RNE)
+//   at::acc_type<T, true>, at::opmath_type<T>
+//                                  -> float for 16-bit and float, double for double, as ATen's
+//   C10_HOST_DEVICE, C10_DEVICE, C10_LAUNCH_BOUNDS_*, C10_WARP_SIZE, CUDA_KERNEL_ASSERT
+//
+// The launch (xvendor.port.launch, kind "accessor") builds the accessor from a torch tensor
+// with the same layout: a device pointer, then N sizes, then N strides (elements).
+// Written here because ATen's headers are host C++ that SYCL run-time compilation does not
+// see; only their device-side value types are needed.
+#pragma once
+
+#include "xvendor_cuda_compat.h"
+
+#define C10_HOST_DEVICE
+#define C10_DEVICE
+#define C10_HOST
+#define C10_ALWAYS_INLINE inline __attribute__((always_inline))
+#define C10_LAUNCH_BOUNDS_0
+#define C10_LAUNCH_BOUNDS_1(x)
+#define C10_LAUNCH_BOUNDS_2(x, y)
+#define C10_WARP_SIZE 32
+#define C10_RESTRICT __restrict
+#define C10_UNUSED
+// a failed device assertion aborts the kernel in CUDA; here the work-item stops
+#define CUDA_KERNEL_ASSERT(cond) \
+  do {                           \
+    if (!(cond)) __trap();       \
+  } while (0)
+
+namespace c10 {
+using Half = __half;
+using BFloat16 = __nv_bfloat16;
+}  // namespace c10
+
+namespace at {
+using c10::BFloat16;
+using c10::Half;
+
+template <typename T> struct DefaultPtrTraits { typedef T *PtrType; };
+template <typename T> struct RestrictPtrTraits { typedef T *__restrict PtrType; };
+
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = int64_t>
+class TensorAccessorBase {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  TensorAccessorBase(PtrType data, const index_t *sizes, const index_t *strides)
+      : data_(data), sizes_(sizes), strides_(strides) {}
+  index_t stride(index_t i) const { return strides_[i]; }
+  index_t size(index_t i) const { return sizes_[i]; }
+  PtrType data() { return data_; }
+  const PtrType data() const { return data_; }
+
+ protected:
+  PtrType data_;
+  const index_t *sizes_;
+  const index_t *strides_;
+};
+
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = int64_t>
+class TensorAccessor : public TensorAccessorBase<T, N, PtrTraits, index_t> {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  using TensorAccessorBase<T, N, PtrTraits, index_t>::TensorAccessorBase;
+  TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(this->data_ + this->strides_[0] * i,
+                                                         this->sizes_ + 1, this->strides_ + 1);
+  }
+  const TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) const {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(this->data_ + this->strides_[0] * i,
+                                                         this->sizes_ + 1, this->strides_ + 1);
+  }
+};
+
+template <typename T, template <typename U> class PtrTraits, typename index_t>
+class TensorAccessor<T, 1, PtrTraits, index_t> : public TensorAccessorBase<T, 1, PtrTraits, index_t> {
+ public:
+  using TensorAccessorBase<T, 1, PtrTraits, index_t>::TensorAccessorBase;
+  T &operator[](index_t i) { return this->data_[this->strides_[0] * i]; }
+  const T &operator[](index_t i) const { return this->data_[this->strides_[0] * i]; }
+};
+
+// The by-value kernel argument: its bytes are built by the launch (NOTE [accessor arguments]
+// in launch.py): data pointer, sizes[N], strides[N].
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = int64_t>
+class GenericPackedTensorAccessorBase {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  index_t stride(index_t i) const { return strides_[i]; }
+  index_t size(index_t i) const { return sizes_[i]; }
+  PtrType data() { return data_; }
+  const PtrType data() const { return data_; }
+
+ protected:
+  PtrType data_;
+  index_t sizes_[N];
+  index_t strides_[N];
+};
+
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = int64_t>
+class GenericPackedTensorAccessor : public GenericPackedTensorAccessorBase<T, N, PtrTraits, index_t> {
+ public:
+  typedef typename PtrTraits<T>::PtrType PtrType;
+  TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(this->data_ + this->strides_[0] * i,
+                                                         this->sizes_ + 1, this->strides_ + 1);
+  }
+  const TensorAccessor<T, N - 1, PtrTraits, index_t> operator[](index_t i) const {
+    return TensorAccessor<T, N - 1, PtrTraits, index_t>(this->data_ + this->strides_[0] * i,
+                                                         this->sizes_ + 1, this->strides_ + 1);
+  }
+};
+
+template <typename T, template <typename U> class PtrTraits, typename index_t>
+class GenericPackedTensorAccessor<T, 1, PtrTraits, index_t>
+    : public GenericPackedTensorAccessorBase<T, 1, PtrTraits, index_t> {
+ public:
+  T &operator[](index_t i) { return this->data_[this->strides_[0] * i]; }
+  const T &operator[](index_t i) const { return this->data_[this->strides_[0] * i]; }
+};
+
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor32 = GenericPackedTensorAccessor<T, N, PtrTraits, int32_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+using PackedTensorAccessor64 = GenericPackedTensorAccessor<T, N, PtrTraits, int64_t>;
+template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits,
+          typename index_t = int64_t>
+using PackedTensorAccessor = GenericPackedTensorAccessor<T, N, PtrTraits, index_t>;
+
+// ATen's accumulation types on CUDA (ATen/AccumulateType.h): 16-bit floats and float
+// accumulate in float, double in double, integers in int64.
+template <typename T, bool is_cuda = true> struct AccumulateType { using type = T; };
+template <bool c> struct AccumulateType<__half, c> { using type = float; };
+template <bool c> struct AccumulateType<__nv_bfloat16, c> { using type = float; };
+template <bool c> struct AccumulateType<float, c> { using type = float; };
+template <bool c> struct AccumulateType<double, c> { using type = double; };
+template <bool c> struct AccumulateType<int, c> { using type = int64_t; };
+template <bool c> struct AccumulateType<int64_t, c> { using type = int64_t; };
+template <typename T, bool is_cuda = true> using acc_type = typename AccumulateType<T, is_cuda>::type;
+template <typename T> using opmath_type = acc_type<T, true>;
+}  // namespace at
+
+namespace torch {
+using namespace at;
+}  // namespace torch
+
+// thrust's value types, which extensions use in device code (thrust::tuple / get): the
+// std ones (header-only, usable in SYCL device code); thrust's algorithms stay refused.
+#include <tuple>
+#include <utility>
+namespace thrust {
+using std::get;
+using std::make_pair;
+using std::make_tuple;
+using std::pair;
+using std::tie;
+using std::tuple;
+}  // namespace thrust
