@@ -11,7 +11,8 @@ bytes), the same committed step and trainer step on both, AdamW's step count = c
 steps + 1 on both (+ 1: the zero-lr step torchtitan's FT optimizer container takes at
 build), so no committed step was lost or applied twice; the survivor's committed steps
 count up by exactly one; the newcomer's first commit is the step after the one it was
-admitted at. ~60-120 s here (three cold torchtitan interpreters: two founders and the
+admitted at. With ``--override.imports ...xvendor_ops`` (which the FT trainer ignores on its
+own): xvendor's rms_norm ran in both replicas. ~60-120 s here (three cold torchtitan interpreters: two founders and the
 restart; the machine has 2 cores).
 """
 
@@ -33,6 +34,7 @@ from xvendor.integrations.torchtitan import assets, ft  # noqa: E402
 
 pytestmark = [pytest.mark.l1, pytest.mark.timeout(420)]
 ROOT = Path(__file__).resolve().parents[2]
+OPS = ["--override.imports", "xvendor.integrations.torchtitan.overrides.xvendor_ops"]
 
 
 def _port() -> int:
@@ -93,8 +95,9 @@ def drill(tmp_path_factory):
                 [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                  "--nproc-per-node", "1", "--max-restarts", "1", "--monitor-interval", "0.1",
                  "-m", "xvendor.integrations.torchtitan.run",
-                 *ft.drill_argv("xvendor", r, 2, str(work / f"out{r}"))],
-                cwd=root, env={**env, "XVENDOR_REPLICA_ID": str(r)},
+                 *ft.drill_argv("xvendor", r, 2, str(work / f"out{r}"), extra=OPS)],
+                cwd=root, env={**env, "XVENDOR_REPLICA_ID": str(r),
+                               "XVENDOR_TITAN_COUNTS": str(work / f"counts{r}")},
                 stdout=open(logs[-1], "w"), stderr=subprocess.STDOUT, start_new_session=True))
         both = lambda r: [c for c in _commits(_records(work, r)) if c["n"] == 2]
         _wait(lambda: all(len(both(r)) >= 3 for r in range(2)), 240, "warm-up", procs, logs)
@@ -111,7 +114,8 @@ def drill(tmp_path_factory):
             p.wait(timeout=120)
         for p, log in zip(procs, logs):
             assert p.returncode == 0, log.read_text()[-3000:]
-        yield {"work": work, "t_kill": t_kill, "logs": [log.read_text() for log in logs],
+        yield {"work": work, "calls": [json.loads((work / f"counts{r}" / "rank0.json")
+                                                  .read_text())["calls"] for r in range(2)], "t_kill": t_kill, "logs": [log.read_text() for log in logs],
                "recs": [_records(work, r) for r in range(2)]}
     finally:
         for p in procs:
@@ -148,3 +152,11 @@ def test_restarted_replica_catches_up_by_state_transfer(drill):
     assert [c["step"] for c in new] == list(range(admitted + 1, admitted + 1 + len(new)))
     # the survivor committed that same step with it
     assert any(c["step"] == admitted + 1 and c["n"] == 2 for c in _commits(drill["recs"][0]))
+
+
+def test_overrides_reach_the_ft_trainer(drill):
+    # FaultTolerantTrainer never applies --override.imports itself: the integration does
+    for log, calls in zip(drill["logs"], drill["calls"]):
+        assert "FaultTolerantTrainer ignores --override.imports: applied here" in log
+        assert "[xvendor] Llama3Model.Config has no MoE layers" in log
+        assert calls["rms_norm"] > 0  # xvendor.rms_norm ran in every replica's model

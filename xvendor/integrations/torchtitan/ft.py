@@ -113,7 +113,10 @@ def _torchft_state_off_the_forward(trainer) -> None:
     DTensor"). Seen here at the first heal (step 0, torchft's init_sync) on the replica that
     sends, every run. The fix keeps torchft's design and torchtitan's state: the model's
     entries are taken from ``ModelWrapper.cached_state_dict`` (the same sharded parameters,
-    no hooks), cloned so the transfer does not race the optimizer step."""
+    no hooks), and every tensor is cloned: torchft's HTTP transport keeps CPU tensors by
+    reference (``_to_cpu`` copies only device tensors) and serves them later, while the
+    sender's optimizer steps them (without the clone the replicas ended with different
+    parameters here)."""
     from torchtitan.components.checkpoint import LR_SCHEDULER, MODEL, OPTIMIZER, TRAIN_STATE
     manager = trainer.ft_manager._manager
     fns = getattr(manager, "_user_state_dicts", {})
@@ -121,11 +124,16 @@ def _torchft_state_off_the_forward(trainer) -> None:
         return
     states = trainer.checkpointer.states
 
+    from torch.utils._pytree import tree_map
+
+    def snapshot(x):
+        return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
     def state_dict():  # what TorchFTCheckpointManager's function returns, MODEL hook-free
         out = {k: v.state_dict() for k, v in states.items()
                if k in {OPTIMIZER, LR_SCHEDULER, TRAIN_STATE}}
-        out[MODEL] = {k: v.detach().clone() for k, v in states[MODEL].cached_state_dict.items()}
-        return out
+        out[MODEL] = states[MODEL].cached_state_dict
+        return tree_map(snapshot, out)
 
     fns["set_state_dict_fns"] = state_dict
     log.warning("[xvendor ft] torchft: the model's state for torchft's transfer is read "
@@ -212,15 +220,16 @@ DRILL_FLAGS = ["--module", "torchft.llama3", "--config", "llama3_torchft_debugmo
                "--checkpoint.interval", "100000", "--debug.deterministic", "--debug.seed", "42"]
 
 
-def drill_argv(system: str, replica: int, replicas: int, dump_folder: str) -> list[str]:
+def drill_argv(system: str, replica: int, replicas: int, dump_folder: str,
+               extra: list[str] | tuple = ()) -> list[str]:
     """The CPU launcher's arguments for replica group ``replica`` of ``replicas`` in the FT
-    drill, on ``system`` ("xvendor" or "torchft"); ``group_size`` is the number of replica
-    groups (torchtitan splits the data by it)."""
+    drill, on ``system`` ("xvendor" or "torchft"), with torchtitan flags ``extra``;
+    ``group_size`` is the number of replica groups (torchtitan splits the data by it)."""
     if system not in ("xvendor", "torchft"):
         raise ValueError(f"drill_argv: system must be 'xvendor' or 'torchft', got {system!r}")
     return [{"xvendor": "--xvendor-ft", "torchft": "--torchft"}[system], *DRILL_FLAGS,
             "--fault-tolerance.replica-id", str(replica), "--fault-tolerance.group-size",
-            str(replicas), "--dump-folder", dump_folder, "activation-checkpoint:none"]
+            str(replicas), "--dump-folder", dump_folder, *extra, "activation-checkpoint:none"]
 
 
 def prepare(xvendor: bool = True) -> None:
