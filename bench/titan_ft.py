@@ -10,7 +10,9 @@ transfer through ``--checkpoint.enable``), one process under its own ``torchrun
 with ``--xvendor-ft`` (``import torchft`` resolves to ``xvendor.ft``, found by xvendor's
 coordinator) or ``--torchft`` (torchft itself, its Rust lighthouse). Nothing else differs.
 
-The drill is ``bench/elastic_ddp.py``'s, reused as is (see its docstring for "first commit",
+The drill is ``bench/elastic_ddp.py``'s, reused as is (3 replica groups by default, as there:
+its torchft lighthouse runs with ``--min_replicas 2``, so the survivors of one kill can form
+a quorum; with ``--replicas 2`` torchft's survivor would wait for the restarted replica) (see its docstring for "first commit",
 "lost", "rejoin"): once every replica committed ``--warm`` steps with all R present, one worker
 is killed with SIGKILL; survivors go on, its torchrun restarts it, it rejoins (state transfer:
 model, optimizer, LR scheduler, train state). The per-attempt records come from
@@ -21,7 +23,7 @@ step count equals the committed step + 1 on every replica (+ 1: the zero-lr step
 FT optimizer container takes at build; so no committed step lost, none applied twice) and
 the trainer steps agree.
 
-    python bench/titan_ft.py [--replicas 2] [--rounds 3] [--warm 5] [--systems xvendor,torchft]
+    python bench/titan_ft.py [--replicas 3] [--rounds 3] [--warm 5] [--systems xvendor,torchft]
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def _check_counters(system: str, workdir: str, replicas: int) -> dict:
 def main(argv=None) -> int:
     global _replicas
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3, help="drills per system (medians reported)")
     p.add_argument("--warm", type=int, default=5,
                    help="steps every replica commits with all present before the kill")

@@ -22,6 +22,7 @@ checkpoint transports (xvendor's coordinator and ``torch.save`` through the grou
 
 from .manager import Manager, ProcessGroupGloo, ProcessGroupNCCL
 from .wrappers import DistributedDataParallel, Optimizer, OptimizerWrapper
+from . import local_sgd, process_group  # noqa: E402  (torchft's submodule names)
 
 __all__ = ["DistributedDataParallel", "Manager", "Optimizer", "OptimizerWrapper",
            "ProcessGroupGloo", "ProcessGroupNCCL"]
