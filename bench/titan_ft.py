@@ -10,9 +10,10 @@ transfer through ``--checkpoint.enable``), one process under its own ``torchrun
 with ``--xvendor-ft`` (``import torchft`` resolves to ``xvendor.ft``, found by xvendor's
 coordinator) or ``--torchft`` (torchft itself, its Rust lighthouse). Nothing else differs.
 
-The drill is ``bench/elastic_ddp.py``'s, reused as is (3 replica groups by default, as there:
-its torchft lighthouse runs with ``--min_replicas 2``, so the survivors of one kill can form
-a quorum; with ``--replicas 2`` torchft's survivor would wait for the restarted replica) (see its docstring for "first commit",
+The drill is ``bench/elastic_ddp.py``'s, reused as is, with 2 replica groups by default and
+torchft's lighthouse at ``--min_replicas`` R - 1 (elastic_ddp's 2 would make the survivor of
+2 wait for the restarted group). With 3 replica groups torchft 0.2.0 never had all 3
+participating here (bench/RESULTS.md) (see its docstring for "first commit",
 "lost", "rejoin"): once every replica committed ``--warm`` steps with all R present, one worker
 is killed with SIGKILL; survivors go on, its torchrun restarts it, it rejoins (state transfer:
 model, optimizer, LR scheduler, train state). The per-attempt records come from
@@ -23,7 +24,7 @@ step count equals the committed step + 1 on every replica (+ 1: the zero-lr step
 FT optimizer container takes at build; so no committed step lost, none applied twice) and
 the trainer steps agree.
 
-    python bench/titan_ft.py [--replicas 3] [--rounds 3] [--warm 5] [--systems xvendor,torchft]
+    python bench/titan_ft.py [--replicas 2] [--rounds 3] [--warm 5] [--systems xvendor,torchft]
 """
 
 from __future__ import annotations
@@ -61,13 +62,27 @@ def _launch(system, replica, workdir, coord):
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _abort_s(workdir, survivors, t_kill) -> float | None:
+    """kill -> the end of the survivors' last step attempt that the failure dropped (the
+    slowest survivor): how long the failure took to be noticed and the step given up, before
+    the next step's compute (a torchtitan step is ~1-2 s here) and commit."""
+    ends = []
+    for i in survivors:
+        dropped = [r for r in drill_lib._read(workdir, i) if r.get("event") == "attempt"
+                   and r["t"] > t_kill and not r["committed"]]
+        if dropped:
+            ends.append(dropped[0]["t"] - t_kill)
+    return round(max(ends), 3) if ends else None
+
+
 def _summarize(system, workdir, survivors, t_kill, first, rejoin) -> dict:
     """elastic_ddp's summary, with disagreeing replicas recorded (``identical``) instead of
     raised: torchft's replicas end this drill with different parameters (bench/RESULTS.md),
     and its timings are still worth printing beside it."""
+    abort = {"abort_s": _abort_s(workdir, survivors, t_kill)}
     try:
         return {**_summarize_strict(system, workdir, survivors, t_kill, first, rejoin),
-                "identical": True}
+                "identical": True, **abort}
     except AssertionError as e:
         print(f"  {system}: {e}", flush=True)
         dones = [next(r for r in drill_lib._read(workdir, i) if r.get("event") == "done")
@@ -80,10 +95,31 @@ def _summarize(system, workdir, survivors, t_kill, first, rejoin) -> dict:
                 "attempts_discarded": sum(1 for r in recs if r["t"] > t_kill
                                           and not r["committed"]),
                 "final_step": dones[0]["step"], "identical": False,
-                "param_hashes": [d["hash"] for d in dones], "workdir": workdir}
+                "param_hashes": [d["hash"] for d in dones], "workdir": workdir, **abort}
 
 
 _summarize_strict = drill_lib._summarize
+
+
+class _Coordinator(drill_lib._Coordinator):
+    """elastic_ddp's coordinators; torchft's lighthouse with ``--min_replicas`` from
+    ``--tf-min-replicas`` (elastic_ddp fixes 2: with 2 replica groups the survivor of a kill
+    could then only commit again once the restarted group is back)."""
+
+    def __init__(self, system, replicas, a):
+        if system != "torchft":
+            return super().__init__(system, replicas, a)
+        port = drill_lib._free_port()
+        argv = [os.path.join(os.path.dirname(drill_lib.PY), "torchft_lighthouse"),
+                "--bind", f"127.0.0.1:{port}", "--min_replicas", str(a.tf_min_replicas),
+                "--join_timeout_ms", str(a.tf_join_ms),
+                "--heartbeat_timeout_ms", str(a.tf_heartbeat_ms), "--quorum_tick_ms", "20"]
+        self.address = f"http://127.0.0.1:{port}"
+        self.env = {"TORCHFT_LIGHTHOUSE": self.address}
+        self.proc = subprocess.Popen(argv, env={**os.environ, **self.env},
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        drill_lib._wait_port("127.0.0.1", port, 60)
 
 
 def _check_counters(system: str, workdir: str, replicas: int) -> dict:
@@ -103,18 +139,22 @@ def _check_counters(system: str, workdir: str, replicas: int) -> dict:
 def main(argv=None) -> int:
     global _replicas
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--replicas", type=int, default=3)
+    p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="drills per system (medians reported)")
     p.add_argument("--warm", type=int, default=5,
                    help="steps every replica commits with all present before the kill")
     p.add_argument("--systems", default="xvendor,torchft")
     p.add_argument("--tf-heartbeat-ms", type=int, default=1000)
     p.add_argument("--tf-join-ms", type=int, default=1000)
+    p.add_argument("--tf-min-replicas", type=int, default=None,
+                   help="torchft lighthouse --min_replicas (default: replicas - 1, >= 1)")
     p.add_argument("--json")
     a = p.parse_args(argv)
     _replicas = a.replicas
+    if a.tf_min_replicas is None:
+        a.tf_min_replicas = max(1, a.replicas - 1)
     drill_lib._launch = _launch  # the same drill, torchtitan's trainer as the workers
-    drill_lib._summarize = _summarize
+    drill_lib._summarize, drill_lib._Coordinator = _summarize, _Coordinator
     systems = a.systems.split(",")
     runs: dict = {s: [] for s in systems}
     print(f"load average (1 min) before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
@@ -125,7 +165,7 @@ def main(argv=None) -> int:
             r.update(_check_counters(system, r["workdir"], a.replicas))
             runs[system].append(r)
             print(f"round {rnd + 1} {system:8s} first commit after kill {r['first_commit_s']:.3f}"
-                  f" s | rejoin {r['rejoin_s']:.3f} s (after up {r['admit_s']:.3f} s) | lost "
+                  f" s (dropped step given up {r['abort_s']} s) | rejoin {r['rejoin_s']:.3f} s (after up {r['admit_s']:.3f} s) | lost "
                   f"{r['committed_steps_lost']} | attempts discarded {r['attempts_discarded']} |"
                   f" final step {r['final_step']} (optimizer steps {r['optimizer_steps']}, "
                   f"trainer step {r['trainer_step']}), "
