@@ -26,7 +26,9 @@ How each name maps (torchft 0.2.0 semantics unless said):
   optimizer must be registered (``OptimizerWrapper``; a bare ``should_commit()`` without
   one raises, naming the rule), and state the loop changes after a commit (an LR
   scheduler's step, a step counter) must change in a ``register_commit_hook`` function to
-  reach a newcomer admitted at that step.
+  reach a newcomer admitted at that step, or be finished on the newcomer itself by a
+  ``register_admission_hook`` function (torchtitan's integration does this for its LR
+  schedulers and step counter: ``xvendor.integrations.torchtitan.ft``).
 - State: the functions' values travel with ``torch.save`` inside the commit. DTensors
   (FSDP2 parameters and optimizer state) travel as their local shards, each lane to the same
   lane of the newcomer, which rebuilds them on its own meshes (the placements of the
