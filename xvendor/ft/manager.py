@@ -14,9 +14,9 @@ How each name maps (torchft 0.2.0 semantics unless said):
   sent by the oldest survivor, so by the time a step opens its quorum is already known.
   ``use_async_quorum`` therefore has nothing to overlap and is accepted and ignored.
 - ``allreduce(t)``: averages ``t`` over the participants in place (``ReduceOp.AVG``, torchft's
-  default; ``SUM`` also) and returns a completed ``torch.futures.Future``. A failure (a
-  peer died) is latched, never raised into autograd: ``t`` is left as it is and the step
-  will not commit, as torchft does.
+  default; ``SUM`` also) and returns a completed ``Work`` (``wait()``, ``get_future()``), as
+  torchft's does. A failure (a peer died) is latched, never raised into autograd: ``t`` is
+  left as it is and the step will not commit, as torchft does.
 - ``should_commit()``: every member votes whether all its collectives of the step
   succeeded; one verdict for all. Commit: the registered optimizer steps (inside, before any
   newcomer is admitted, so the state it receives includes this step) and the step is
@@ -26,7 +26,13 @@ How each name maps (torchft 0.2.0 semantics unless said):
   optimizer must be registered (``OptimizerWrapper``; a bare ``should_commit()`` without
   one raises, naming the rule), and state the loop changes after a commit (an LR
   scheduler's step, a step counter) must change in a ``register_commit_hook`` function to
-  reach a newcomer admitted at that step.
+  reach a newcomer admitted at that step, or be finished on the newcomer itself by a
+  ``register_admission_hook`` function (torchtitan's integration does this for its LR
+  schedulers and step counter: ``xvendor.integrations.torchtitan.ft``).
+- State: the functions' values travel with ``torch.save`` inside the commit. DTensors
+  (FSDP2 parameters and optimizer state) travel as their local shards, each lane to the same
+  lane of the newcomer, which rebuilds them on its own meshes (the placements of the
+  receiver's state, which has the same layout: the same model, the same replica-group shape).
 - Joining: on first use (the first ``start_quorum``), as torchft does at its first quorum,
   so state functions registered after construction (``register_state_dict_fn``,
   ``set_state_dict_fns``) are in place when a restarted replica receives the state.
@@ -50,6 +56,8 @@ from typing import Any, Callable
 
 import torch
 from torch.distributed import ReduceOp
+
+from torch.distributed.distributed_c10d import Work
 
 from ..distributed import EpochAborted, ResilientGroup
 
@@ -76,6 +84,60 @@ class ProcessGroupNCCL(ProcessGroupGloo):
     backend = "nccl"
 
 
+class _Done(Work):
+    """A finished collective (xvendor's ``allreduce`` is synchronous): torchft's ``Work``."""
+
+    def __init__(self, tensor: torch.Tensor):
+        super().__init__()
+        self._fut: torch.futures.Future = torch.futures.Future()
+        self._fut.set_result(tensor)
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._fut
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+
+def _is_dtensor(x) -> bool:
+    from torch.distributed.tensor import DTensor
+    return isinstance(x, DTensor)
+
+
+def _to_local(tree):
+    """Every DTensor in a state tree as its local shard (what ``torch.save`` can carry and
+    ``weights_only`` loading accepts)."""
+    if _is_dtensor(tree):
+        return tree.to_local()
+    if isinstance(tree, dict):
+        return {k: _to_local(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_to_local(v) for v in tree)
+    return tree
+
+
+def _like(received, template):
+    """``received`` with each tensor that is a DTensor in ``template`` (the receiver's own
+    state) rebuilt as a DTensor on the template's mesh and placements."""
+    if _is_dtensor(template) and isinstance(received, torch.Tensor) and not _is_dtensor(received):
+        from torch.distributed.tensor import DTensor
+        return DTensor.from_local(received.to(template.device), template.device_mesh,
+                                  template.placements, shape=template.shape,
+                                  stride=template.stride())
+    if isinstance(received, dict) and isinstance(template, dict):
+        return {k: _like(v, template[k]) if k in template else v for k, v in received.items()}
+    if (isinstance(received, (list, tuple)) and isinstance(template, (list, tuple))
+            and len(received) == len(template)):
+        return type(received)(_like(v, t) for v, t in zip(received, template))
+    return received
+
+
 class _Committer:
     """What the step guard sees as the optimizer: steps it and runs the commit hooks."""
 
@@ -86,7 +148,8 @@ class _Committer:
         self.manager._commit()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        self.manager._optimizer.zero_grad(set_to_none=set_to_none)
+        if self.manager._optimizer is not None:
+            self.manager._optimizer.zero_grad(set_to_none=set_to_none)
 
 
 class Manager:
@@ -114,7 +177,9 @@ class Manager:
             self._fns["default"] = (load_state_dict, state_dict)
         self.replica_id, self.min_replica_size = replica_id, min_replica_size
         self._optimizer = None
+        self._action: Callable[[], None] | None = None  # replaces the optimizer step once
         self._hooks: list[Callable[[int], None]] = []
+        self._admission_hooks: list[Callable[[int], None]] = []
         self._guard = None
         self._error: Exception | None = None
         self._batches = 0
@@ -146,13 +211,24 @@ class Manager:
         self._fns["default"] = (load_state_dict, state_dict)
 
     def _save(self) -> dict:
-        return {"fns": {k: save() for k, (_, save) in self._fns.items()},
-                "batches": self._batches}
+        return {"fns": {k: _to_local(save()) for k, (_, save) in self._fns.items()},
+                "batches": self._batches, "step": int(self._rg.step) if self._rg else 0}
+
+    def register_admission_hook(self, fn: Callable[[int], None]) -> None:
+        """``fn(step)`` runs on a newcomer right after it loaded the state of the commit of
+        ``step`` it was admitted in: not on founders (epoch 0), not on survivors re-syncing
+        after a failure. For state the loop changes after a commit that the loop cannot
+        change in a commit hook (see the module docstring)."""
+        self._admission_hooks.append(fn)
 
     def _load(self, state: dict) -> None:
         for key, value in state["fns"].items():
-            self._fns[key][0](value)
+            load, save = self._fns[key]
+            load(_like(value, save()))
         self._batches = state["batches"]
+        if self._rg is None and state.get("step", 0) > 0:  # joining, at a commit: a newcomer
+            for fn in self._admission_hooks:
+                fn(state["step"])
 
     def register_optimizer(self, optimizer) -> None:
         """The optimizer ``should_commit`` steps (``OptimizerWrapper`` calls this)."""
@@ -165,9 +241,18 @@ class Manager:
         returned does not (see the module docstring)."""
         self._hooks.append(fn)
 
+    def commit_action(self, fn: Callable[[], None]) -> None:
+        """For the step now open: on commit run ``fn()`` instead of the optimizer's step
+        (``local_sgd`` applies the averaged parameters this way)."""
+        if self._guard is None:
+            raise RuntimeError("xvendor.ft.Manager.commit_action: no step is open "
+                               "(call start_quorum() first)")
+        self._action = fn
+
     def _commit(self) -> None:  # the step guard's "optimizer.step()" on commit
         step = int(self.rg.step)
-        self._optimizer.step()
+        action, self._action = self._action, None
+        (action or self._optimizer.step)()
         self._batches += self.rg.size
         for fn in self._hooks:
             fn(step)
@@ -179,30 +264,33 @@ class Manager:
             raise RuntimeError("xvendor.ft.Manager: start_quorum() called twice without "
                                "should_commit() in between")
         self._error = None
-        self._guard = self.rg.step(_Committer(self) if self._optimizer is not None else None)
+        self._guard = self.rg.step(_Committer(self))
         self._guard.__enter__()
 
     def allreduce(self, tensor: torch.Tensor, should_quantize: bool = False,
-                  reduce_op: ReduceOp = ReduceOp.AVG) -> torch.futures.Future:
-        future: torch.futures.Future = torch.futures.Future()
-        if reduce_op not in (ReduceOp.AVG, ReduceOp.SUM):
+                  reduce_op: ReduceOp = ReduceOp.AVG) -> Work:
+        # NOTE: compare with the ReduceOp on the left: ``RedOpType == ReduceOp`` is False
+        # even for the same op (what ``AllreduceOptions.reduceOp`` holds is a ReduceOp)
+        avg = reduce_op == ReduceOp.AVG
+        if not avg and not reduce_op == ReduceOp.SUM:
             raise ValueError(f"xvendor.ft.Manager.allreduce: reduce_op must be AVG or SUM, got "
                              f"{reduce_op}")
         if self._error is None:
             try:
                 out = self.rg.all_reduce(tensor)
-                if reduce_op == ReduceOp.AVG:
+                if avg:
                     out = out / self.rg.size
                 tensor.copy_(out)
             except EpochAborted as e:  # latched: the step will not commit
                 self._error = e
-        future.set_result(tensor)
-        return future
+        return _Done(tensor)
 
     def should_commit(self, timeout=None) -> bool:
         if self._guard is None:
             raise RuntimeError("xvendor.ft.Manager: should_commit() without start_quorum()")
-        if self._optimizer is None:
+        if self._optimizer is None and self._action is None:
+            self._guard.__exit__(RuntimeError, RuntimeError("no optimizer"), None)
+            self._guard = None
             raise RuntimeError("xvendor.ft.Manager: register the optimizer first "
                                "(xvendor.ft.OptimizerWrapper(manager, optimizer)): xvendor "
                                "admits newcomers in the commit, after the optimizer stepped")

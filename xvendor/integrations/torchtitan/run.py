@@ -9,6 +9,10 @@ torchrun::
         --module deepseek_v3 --config deepseek_v3_debugmodel \\
         --override.imports xvendor.integrations.torchtitan.overrides.xvendor_ops
 
+``--xvendor-ft`` (ours, removed before torchtitan parses): torchtitan's fault-tolerant trainer
+(``--module torchft.llama3 ...``) runs on ``xvendor.ft`` instead of torchft; ``--torchft``
+keeps torchft but still applies ``--override.imports`` in that trainer (see ``ft``).
+
 ``XVENDOR_TITAN_COUNTS=DIR`` writes ``DIR/rank<R>.json`` at exit: how many times each
 xvendor op ran through the overrides (tests read it). On a GPU node use torchtitan's own
 launcher with the overrides only; none of this is needed there.
@@ -23,7 +27,15 @@ from . import cpu
 
 
 def main() -> None:
+    ft = None
+    for flag, on_xvendor in (("--xvendor-ft", True), ("--torchft", False)):
+        if flag in sys.argv[1:]:
+            sys.argv.remove(flag)
+            ft = on_xvendor
     cpu.prepare()
+    if ft is not None:
+        from . import ft as ft_mod
+        ft_mod.prepare(xvendor=ft)
     flags = cpu.cpu_flags(sys.argv[1:])
     logging.getLogger("xvendor.integrations.torchtitan").warning(
         "[xvendor cpu] flags added ahead of yours: %s", " ".join(flags))
