@@ -37,6 +37,7 @@ from .parse import Function, Unit, node_text, split_template_args, walk
 __all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
 
 HEADER = "xvendor_cuda_compat.h"
+HEADER_MORE = "xvendor_cuda_compat_more.h"  # device printf, clock()
 
 
 @dataclass
@@ -278,7 +279,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     out = _apply(src, edits)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
-            + f"#include \"{HEADER}\"\n")
+            + f"#include \"{HEADER}\"\n#include \"{HEADER_MORE}\"\n")
     return Translation(unit, head + out, list(reports.values()), warp)
 
 
