@@ -16,7 +16,14 @@ import re
 
 from .parse import node_text, split_template_args, walk
 
-__all__ = ["instantiations", "block_bound"]
+__all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
+
+# NOTE [eager instantiations]: a kernel template launched from host templates can have
+# dozens of instantiations (T x block size x flags: 63 for one reduction sample), and each
+# costs a device compile. The build compiles at most MAX_EAGER of them, chosen so every
+# template argument value found appears in at least one where the cap allows; the others
+# are reported as deferred and compiled on first use (``mod["k<...>"]``, as requested ones).
+MAX_EAGER = 4
 
 
 def instantiations(unit, fn, typedefs, extra) -> list:
@@ -48,6 +55,23 @@ def instantiations(unit, fn, typedefs, extra) -> list:
     for e in extra:
         add(e)
     return out
+
+
+def eager(insts: list, requested: list) -> tuple:
+    """(compiled now, deferred): every requested instantiation, then found ones that bring
+    a new (position, value) pair, up to MAX_EAGER found ones; see NOTE [eager instantiations]."""
+    now = [i for i in insts if i in requested]
+    found = [i for i in insts if i not in requested]
+    picked, seen = [], set()
+    for pass_ in (0, 1):
+        for i in found:
+            if len(picked) >= MAX_EAGER:
+                break
+            new = {(k, v) for k, v in enumerate(i)} - seen
+            if i not in picked and (new or pass_ == 1):
+                picked.append(i)
+                seen |= new
+    return now + [i for i in found if i in picked], [i for i in found if i not in picked]
 
 
 def _host_template_params(unit) -> set:
@@ -143,6 +167,41 @@ def _calls_by_name(unit) -> dict:
     return cached
 
 
+def _explicit_instantiations(unit, host) -> list:
+    """Bindings from explicit instantiations of host template ``host``
+    (``template void reduce<float>(int, float *);``): the written template arguments, the
+    rest matched from the parameter types."""
+    from .parse import _param
+    own = [t for _, t in host.template_params]
+    out = []
+    for n in walk(unit.tree.root_node):
+        if n.type != "template_instantiation":
+            continue
+        d = n.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        if d is None or d.child_by_field_name("declarator") is None:
+            continue
+        callee = d.child_by_field_name("declarator")
+        text = node_text(unit.source, callee)
+        if text.split("<")[0].split("::")[-1].strip() != host.name:
+            continue
+        given = split_template_args(text[text.index("<") + 1:text.rindex(">")]) if "<" in text else []
+        env = dict(zip(own, given))
+        plist = d.child_by_field_name("parameters")
+        ps = [_param(unit.source, p, i) for i, p in enumerate(plist.named_children)
+              if p.type == "parameter_declaration"] if plist is not None else []
+        for hp, ip in zip(host.params, ps):
+            if hp.base in own and hp.base not in env:
+                env[hp.base] = ip.base
+        for t in own:
+            if t not in env and t in host.template_defaults:
+                env[t] = host.template_defaults[t]
+        if len(env) == len(own) and env not in out:
+            out.append(env)
+    return out
+
+
 def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     """Every binding {template parameter: concrete text} of host function template ``host``
     that the unit's own code gives it: explicit template arguments at its call sites and
@@ -158,7 +217,7 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     memo = unit.__dict__.setdefault("_xv_envs", {})
     if (id(host), depth) in memo:
         return memo[(id(host), depth)]
-    out = []
+    out = _explicit_instantiations(unit, host)
     for caller, call in _calls_by_name(unit).get(host.name, []):
         f = call.child_by_field_name("function")
         given = (split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
@@ -251,7 +310,7 @@ def _local_constants(unit, launch) -> list:
     values, n = {}, launch.node
     while n is not None and n.type not in ("function_definition", "translation_unit"):
         p = n.parent
-        if p is not None and p.type == "compound_statement":
+        if p is not None and p.type in ("compound_statement", "case_statement"):
             for c in p.named_children:
                 if c.start_byte >= n.start_byte:
                     break

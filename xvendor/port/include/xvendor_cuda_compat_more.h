@@ -12,6 +12,16 @@
 #include <sycl/ext/oneapi/experimental/builtins.hpp>
 #include <sycl/ext/oneapi/experimental/clock.hpp>
 
+// _block / _system scopes: device scope is at least as strong as either on one
+// device; defined after every overload of the compat header (mixed argument types)
+#define XVC_SCOPED(op) \
+  template <class T, class... A> inline auto op##_block(T *p, A... a) { return op(p, a...); } \
+  template <class T, class... A> inline auto op##_system(T *p, A... a) { return op(p, a...); }
+XVC_SCOPED(atomicAdd) XVC_SCOPED(atomicSub) XVC_SCOPED(atomicMax) XVC_SCOPED(atomicMin)
+XVC_SCOPED(atomicExch) XVC_SCOPED(atomicCAS) XVC_SCOPED(atomicAnd) XVC_SCOPED(atomicOr)
+XVC_SCOPED(atomicXor) XVC_SCOPED(atomicInc) XVC_SCOPED(atomicDec)
+#undef XVC_SCOPED
+
 namespace xvc {
 template <class T> inline auto printf_arg(T v) {
   if constexpr (std::is_same_v<T, float>) {
