@@ -71,7 +71,7 @@ def eager(insts: list, requested: list) -> tuple:
             if i not in picked and (new or pass_ == 1):
                 picked.append(i)
                 seen |= new
-    return now + [i for i in found if i in picked], [i for i in found if i not in picked]
+    return [i for i in insts if i in now or i in picked], [i for i in found if i not in picked]
 
 
 def _host_template_params(unit) -> set:
