@@ -232,8 +232,14 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 keep.add(other.id)
                 todo.append(other)
     edits = []
+    dropped_names = {nm for it in all_items if it.id not in keep for nm in info[id(it)][1]}
+    kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
-        if it.id in keep or it.type in _ALWAYS or _using_namespace(unit, it):
+        if it.type in _ALWAYS:  # a static_assert stays unless it names a dropped declaration
+            used = {nm for _, nm in _referenced(unit, it)}
+            if not used & (dropped_names - kept_names):
+                continue
+        elif it.id in keep or _using_namespace(unit, it):
             continue
         if it.type == "ERROR" and _DEVICE_MACRO.search(node_text(unit.source, it)):
             continue  # unparsed device code: keep it visible (the compiler will say)

@@ -223,7 +223,7 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         src = src.encode()
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
-    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(src))
+    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extern_c_guards(src)))
     tree = _get_parser().parse(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
@@ -244,6 +244,22 @@ _QUALIFIER_WORDS = re.compile(rb"\b(__device__|__global__|__host__|__forceinline
 
 _CUDACC_IF = re.compile(rb"^[ \t]*#[ \t]*(?:ifdef[ \t]+__CUDACC__|if[ \t]+defined[ \t]*\(?[ \t]*__CUDACC__[ \t]*\)?)[ \t]*(//.*)?$")
 _QUALIFIER_LINE = re.compile(rb"^[ \t]*((__host__|__device__|__forceinline__|inline|static|__inline__)[ \t]*)*$")
+
+
+_EXTERN_C_OPEN = re.compile(rb"^([ \t]*#[ \t]*if(?:def[ \t]+__cplusplus|[ \t]+defined[ \t]*\(?[ \t]*__cplusplus[ \t]*\)?)[^\n]*\n"
+                            rb"[ \t]*extern[ \t]+\"C\"[ \t]*\{[^\n]*\n[ \t]*#[ \t]*endif[^\n]*)$", re.M)
+_EXTERN_C_CLOSE = re.compile(rb"^([ \t]*#[ \t]*if(?:def[ \t]+__cplusplus|[ \t]+defined[ \t]*\(?[ \t]*__cplusplus[ \t]*\)?)[^\n]*\n"
+                             rb"[ \t]*\}[^\n]*\n[ \t]*#[ \t]*endif[^\n]*)$", re.M)
+
+
+def _blank_extern_c_guards(src: bytes) -> bytes:
+    """``#ifdef __cplusplus / extern "C" { / #endif`` and its closing ``}`` block blanked
+    (lines kept): tree-sitter cannot pair braces split across #if blocks, and C linkage
+    means nothing to the kernels (their wrappers are extern "C" anyway)."""
+    if len(_EXTERN_C_OPEN.findall(src)) != len(_EXTERN_C_CLOSE.findall(src)):
+        return src
+    blank = lambda m: re.sub(rb"[^\n]", b" ", m.group(1))  # noqa: E731
+    return _EXTERN_C_CLOSE.sub(blank, _EXTERN_C_OPEN.sub(blank, src))
 
 
 def _resolve_cudacc_qualifiers(src: bytes) -> bytes:
