@@ -206,7 +206,7 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     kernel_nodes = {k.outer.id for k in kernels}
     keep, todo, seen_names = set(), [None], set()
     for it in all_items:
-        if it.id in kernel_nodes:
+        if it.id in kernel_nodes or _unwrap(it).id in kernel_nodes:  # extern "C" __global__
             keep.add(it.id)
             todo.append(it)
     while todo:
@@ -232,8 +232,14 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 keep.add(other.id)
                 todo.append(other)
     edits = []
+    dropped_names = {nm for it in all_items if it.id not in keep for nm in info[id(it)][1]}
+    kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
-        if it.id in keep or it.type in _ALWAYS or _using_namespace(unit, it):
+        if it.type in _ALWAYS:  # a static_assert stays unless it names a dropped declaration
+            used = {nm for _, nm in _referenced(unit, it)}
+            if not used & (dropped_names - kept_names):
+                continue
+        elif it.id in keep or _using_namespace(unit, it):
             continue
         if it.type == "ERROR" and _DEVICE_MACRO.search(node_text(unit.source, it)):
             continue  # unparsed device code: keep it visible (the compiler will say)
@@ -253,5 +259,24 @@ def _device_variable(unit, item) -> bool:
     return bool(words & {"__constant__", "__device__", "__shared__", "const", "constexpr"})
 
 
+# namespaces the SYCL build declares (the C++ library, the compat header's CUDA ones)
+_KNOWN_NAMESPACES = {"std", "cooperative_groups", "sycl", "xvc"}
+
+
 def _using_namespace(unit, item) -> bool:
-    return node_text(unit.source, item).lstrip().startswith("using namespace")
+    """A ``using namespace N;`` to keep: N is declared by the unit or by the SYCL build
+    (``using namespace std::chrono;`` names a host header that is dropped: it goes)."""
+    m = re.match(r"using\s+namespace\s+([\w:]+)", node_text(unit.source, item).lstrip())
+    if m is None:
+        return False
+    first = m.group(1).lstrip(":").split("::")[0]
+    if m.group(1).lstrip(":") == "std" or first in _KNOWN_NAMESPACES - {"std"}:
+        return True
+    declared = unit.__dict__.get("_xv_namespaces")
+    if declared is None:
+        declared = unit.__dict__["_xv_namespaces"] = {
+            node_text(unit.source, n.child_by_field_name("name")).split("::")[0]
+            for n in walk(unit.tree.root_node)
+            if n.type in ("namespace_definition", "namespace_alias_definition")
+            and n.child_by_field_name("name") is not None}
+    return first in declared

@@ -16,7 +16,14 @@ import re
 
 from .parse import node_text, split_template_args, walk
 
-__all__ = ["instantiations", "block_bound"]
+__all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
+
+# NOTE [eager instantiations]: a kernel template launched from host templates can have
+# dozens of instantiations (T x block size x flags: 63 for one reduction sample), and each
+# costs a device compile. The build compiles at most MAX_EAGER of them, chosen so every
+# template argument value found appears in at least one where the cap allows; the others
+# are reported as deferred and compiled on first use (``mod["k<...>"]``, as requested ones).
+MAX_EAGER = 4
 
 
 def instantiations(unit, fn, typedefs, extra) -> list:
@@ -48,6 +55,23 @@ def instantiations(unit, fn, typedefs, extra) -> list:
     for e in extra:
         add(e)
     return out
+
+
+def eager(insts: list, requested: list) -> tuple:
+    """(compiled now, deferred): every requested instantiation, then found ones that bring
+    a new (position, value) pair, up to MAX_EAGER found ones; see NOTE [eager instantiations]."""
+    now = [i for i in insts if i in requested]
+    found = [i for i in insts if i not in requested]
+    picked, seen = [], set()
+    for pass_ in (0, 1):
+        for i in found:
+            if len(picked) >= MAX_EAGER:
+                break
+            new = {(k, v) for k, v in enumerate(i)} - seen
+            if i not in picked and (new or pass_ == 1):
+                picked.append(i)
+                seen |= new
+    return [i for i in insts if i in now or i in picked], [i for i in found if i not in picked]
 
 
 def _host_template_params(unit) -> set:
@@ -99,21 +123,140 @@ def _through_host_templates(unit, launch) -> list:
                 out.append([re.sub(rf"\b{alias}\b", t, a) for a in args])
         if len(dispatch) == 1:
             return [o for o in out if not _runtime_values(unit, launch, o)]
-    if not any(a.strip() in own for a in args):
+    if not any(re.search(rf"\b{re.escape(t)}\b", a) for a in args for t in own):
         return [] if _runtime_values(unit, launch, args) else [args]
     out = []
-    for caller in unit.functions:
-        for n in walk(caller.node):
-            f = n.child_by_field_name("function") if n.type == "call_expression" else None
-            if f is None or f.type != "template_function" or \
-                    node_text(unit.source, f.child_by_field_name("name")) != host.name:
-                continue
-            given = split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
-            if len(given) != len(own):
-                continue
-            sub = dict(zip(own, given))
-            out.append([sub.get(a.strip(), a) for a in args])
+    for env in host_envs(unit, host):  # each binding of the host template's parameters
+        got = [_fold(_subst(a, env)) for a in args]
+        if got not in out and not _runtime_values(unit, launch, got):
+            out.append(got)
     return out
+
+
+def _subst(text: str, env: dict) -> str:
+    if not env:
+        return text
+    rx = re.compile(r"\b(" + "|".join(re.escape(k) for k in env) + r")\b")
+    return rx.sub(lambda m: env[m.group(1)], text)
+
+
+MAX_DEPTH, MAX_ENVS = 6, 64
+
+
+def _calls_by_name(unit) -> dict:
+    """name -> [(caller Function, call_expression node)] over every function of the unit
+    (found once per unit)."""
+    cached = unit.__dict__.get("_xv_calls")
+    if cached is None:
+        cached = {}
+        for caller in unit.functions:
+            for n in walk(caller.node):
+                if n.type != "call_expression":
+                    continue
+                f = n.child_by_field_name("function")
+                if f is None or any(c.type == "kernel_call_syntax" for c in n.children):
+                    continue
+                if f.type == "template_function":
+                    name = node_text(unit.source, f.child_by_field_name("name"))
+                elif f.type in ("identifier", "qualified_identifier"):
+                    name = node_text(unit.source, f)
+                else:
+                    continue
+                cached.setdefault(name.split("::")[-1].strip(), []).append((caller, n))
+        unit.__dict__["_xv_calls"] = cached
+    return cached
+
+
+def _explicit_instantiations(unit, host) -> list:
+    """Bindings from explicit instantiations of host template ``host``
+    (``template void reduce<float>(int, float *);``): the written template arguments, the
+    rest matched from the parameter types."""
+    from .parse import _param
+    own = [t for _, t in host.template_params]
+    out = []
+    for n in walk(unit.tree.root_node):
+        if n.type != "template_instantiation":
+            continue
+        d = n.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        if d is None or d.child_by_field_name("declarator") is None:
+            continue
+        callee = d.child_by_field_name("declarator")
+        text = node_text(unit.source, callee)
+        if text.split("<")[0].split("::")[-1].strip() != host.name:
+            continue
+        given = split_template_args(text[text.index("<") + 1:text.rindex(">")]) if "<" in text else []
+        env = dict(zip(own, given))
+        plist = d.child_by_field_name("parameters")
+        ps = [_param(unit.source, p, i) for i, p in enumerate(plist.named_children)
+              if p.type == "parameter_declaration"] if plist is not None else []
+        for hp, ip in zip(host.params, ps):
+            if hp.base in own and hp.base not in env:
+                env[hp.base] = ip.base
+        for t in own:
+            if t not in env and t in host.template_defaults:
+                env[t] = host.template_defaults[t]
+        if len(env) == len(own) and env not in out:
+            out.append(env)
+    return out
+
+
+def host_envs(unit, host, depth: int = 0, stack=()) -> list:
+    """Every binding {template parameter: concrete text} of host function template ``host``
+    that the unit's own code gives it: explicit template arguments at its call sites and
+    the ones deduced from the declared types of the call's arguments, each followed
+    through the callers' own template parameters (a host template called by a host
+    template called with ``<float>``, up to MAX_DEPTH calls away). [{}] for a plain
+    function; [] when no call site binds every parameter."""
+    own = [t for _, t in host.template_params]
+    if not own:
+        return [{}]
+    if depth > MAX_DEPTH or host.name in stack:
+        return []
+    memo = unit.__dict__.setdefault("_xv_envs", {})
+    if (id(host), depth) in memo:
+        return memo[(id(host), depth)]
+    out = _explicit_instantiations(unit, host)
+    for caller, call in _calls_by_name(unit).get(host.name, []):
+        f = call.child_by_field_name("function")
+        given = (split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
+                 if f.type == "template_function" else [])
+        if len(given) > len(own):
+            continue
+        env = dict(zip(own, given))
+        args_node = call.child_by_field_name("arguments")
+        args = [node_text(unit.source, a) for a in args_node.named_children
+                if a.type != "comment"] if args_node is not None else []
+        if len(args) > len(host.params):
+            continue
+        decl = _declared(unit, caller)
+        for p, a in zip(host.params, args):
+            if p.base in own and p.base not in env:
+                a = a.strip().lstrip("&").strip()
+                if re.fullmatch(r"\w+", a) and decl.get(a):
+                    env[p.base] = decl[a]
+        for t in own:
+            if t not in env and t in host.template_defaults:
+                env[t] = host.template_defaults[t]
+        if len(env) < len(own):
+            continue
+        mentions = [t for t in (x for _, x in caller.template_params)
+                    if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
+        outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
+        dispatch = _dispatch_types_at(unit, call)
+        for o in outer:
+            for alias, types in (dispatch.items() or [(None, [None])]):
+                for t in types:
+                    e = {k: _subst(v, o) for k, v in env.items()}
+                    if alias:
+                        e = {k: re.sub(rf"\b{alias}\b", t, v) for k, v in e.items()}
+                    if e not in out:
+                        out.append(e)
+        if len(out) >= MAX_ENVS:
+            break
+    memo[(id(host), depth)] = out[:MAX_ENVS]
+    return memo[(id(host), depth)]
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
@@ -123,10 +266,14 @@ _SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float"
 
 
 def _dispatch_types(unit, launch) -> dict:
+    return _dispatch_types_at(unit, launch.node)
+
+
+def _dispatch_types_at(unit, node) -> dict:
     """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
     -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
     dispatch macro binds, and the C++ types it binds them to (c10's Half/BFloat16 as CUDA's)."""
-    n = launch.node.parent
+    n = node.parent
     while n is not None and n.type != "function_definition":
         if n.type == "call_expression":
             f = n.child_by_field_name("function")
@@ -163,7 +310,7 @@ def _local_constants(unit, launch) -> list:
     values, n = {}, launch.node
     while n is not None and n.type not in ("function_definition", "translation_unit"):
         p = n.parent
-        if p is not None and p.type == "compound_statement":
+        if p is not None and p.type in ("compound_statement", "case_statement"):
             for c in p.named_children:
                 if c.start_byte >= n.start_byte:
                     break
@@ -311,28 +458,5 @@ def _types_of(unit, host, expr, depth) -> set:
     tnames = {t for k, t in host.template_params if k == "type"}
     if base not in tnames:
         return {base}
-    # a host template's parameter: the types its callers pass
-    index = next((i for i, p in enumerate(host.params) if p.name == expr), None)
-    found = set()
-    for caller in unit.functions:
-        if caller.kind != "host" or index is None:
-            continue
-        for n in walk(caller.node):
-            if n.type != "call_expression":
-                continue
-            f = n.child_by_field_name("function")
-            fname = node_text(unit.source, f).split("<")[0].strip()
-            if fname != host.name:
-                continue
-            if f.type == "template_function":
-                targs = split_template_args(node_text(unit.source, f.child_by_field_name("arguments"))[1:-1])
-                order = [t for k, t in host.template_params]
-                if base in order and order.index(base) < len(targs):
-                    found.add(targs[order.index(base)])
-                    continue
-            args = [node_text(unit.source, a) for a in n.child_by_field_name("arguments").named_children]
-            if index < len(args):
-                found |= _types_of(unit, caller, args[index].strip(), depth + 1)
-    return found
-
-
+    # a host template's parameter: the types its call sites bind it to
+    return {env[base] for env in host_envs(unit, host) if env.get(base)}

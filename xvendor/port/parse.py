@@ -147,10 +147,42 @@ def _find_include(name: str, here, include_dirs) -> Path | None:
     return None
 
 
+_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(\w+)[ \t]*(\w*)")
+
+
+def _strip_include_guard(src: bytes) -> bytes:
+    """The ``#ifndef X / #define X ... #endif`` around a whole file blanked (lines kept):
+    every file is inlined once anyway, and tree-sitter's error recovery then stops at the
+    declaration it cannot read instead of swallowing the whole guarded file."""
+    lines = src.split(b"\n")
+    code = [i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith((b"//", b"/*", b"*"))]
+    if len(code) < 3:
+        return src
+    first, second, last = _DIRECTIVE.match(lines[code[0]]), _DIRECTIVE.match(lines[code[1]]), _DIRECTIVE.match(lines[code[-1]])
+    if not (first and second and last and first.group(1) == b"ifndef" and second.group(1) == b"define"
+            and first.group(2) and first.group(2) == second.group(2) and last.group(1) == b"endif"):
+        return src
+    depth = 0  # the last #endif must close the first #ifndef
+    for i in code[1:-1]:
+        d = _DIRECTIVE.match(lines[i])
+        if d and d.group(1) in (b"if", b"ifdef", b"ifndef"):
+            depth += 1
+        elif d and d.group(1) == b"endif":
+            depth -= 1
+            if depth < 0:
+                return src
+    if depth:
+        return src
+    for i in (code[0], code[1], code[-1]):
+        lines[i] = b""
+    return b"\n".join(lines)
+
+
 def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list,
                            include_dirs=()) -> bytes:
     """``src`` with local includes (next to the file, or in ``include_dirs``) inlined, once
-    each; ``origin`` gets (file, line) per output line."""
+    each (include guards blanked); ``origin`` gets (file, line) per output line."""
+    src = _strip_include_guard(src)
     out = []
     for i, line in enumerate(src.split(b"\n"), 1):
         m = _LOCAL_INCLUDE.match(line)
@@ -191,7 +223,7 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         src = src.encode()
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
-    src = _expand_qualifier_macros(src)
+    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extern_c_guards(src)))
     tree = _get_parser().parse(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
@@ -208,6 +240,51 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
 
 _DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*?)[ \t]*$", re.M)
 _QUALIFIER_WORDS = re.compile(rb"\b(__device__|__global__|__host__|__forceinline__)\b")
+
+
+_CUDACC_IF = re.compile(rb"^[ \t]*#[ \t]*(?:ifdef[ \t]+__CUDACC__|if[ \t]+defined[ \t]*\(?[ \t]*__CUDACC__[ \t]*\)?)[ \t]*(//.*)?$")
+_QUALIFIER_LINE = re.compile(rb"^[ \t]*((__host__|__device__|__forceinline__|inline|static|__inline__)[ \t]*)*$")
+
+
+_EXTERN_C_OPEN = re.compile(rb"^([ \t]*#[ \t]*if(?:def[ \t]+__cplusplus|[ \t]+defined[ \t]*\(?[ \t]*__cplusplus[ \t]*\)?)[^\n]*\n"
+                            rb"[ \t]*extern[ \t]+\"C\"[ \t]*\{[^\n]*\n[ \t]*#[ \t]*endif[^\n]*)$", re.M)
+_EXTERN_C_CLOSE = re.compile(rb"^([ \t]*#[ \t]*if(?:def[ \t]+__cplusplus|[ \t]+defined[ \t]*\(?[ \t]*__cplusplus[ \t]*\)?)[^\n]*\n"
+                             rb"[ \t]*\}[^\n]*\n[ \t]*#[ \t]*endif[^\n]*)$", re.M)
+
+
+def _blank_extern_c_guards(src: bytes) -> bytes:
+    """``#ifdef __cplusplus / extern "C" { / #endif`` and its closing ``}`` block blanked
+    (lines kept): tree-sitter cannot pair braces split across #if blocks, and C linkage
+    means nothing to the kernels (their wrappers are extern "C" anyway)."""
+    if len(_EXTERN_C_OPEN.findall(src)) != len(_EXTERN_C_CLOSE.findall(src)):
+        return src
+    blank = lambda m: re.sub(rb"[^\n]", b" ", m.group(1))  # noqa: E731
+    return _EXTERN_C_CLOSE.sub(blank, _EXTERN_C_OPEN.sub(blank, src))
+
+
+def _resolve_cudacc_qualifiers(src: bytes) -> bytes:
+    """``#ifdef __CUDACC__ / __host__ __device__ / #endif`` before a declaration: the
+    qualifiers kept (this is CUDA compilation: __CUDACC__ is defined), the directives and
+    any #else branch of qualifiers blanked, so the parser sees one declaration."""
+    lines = src.split(b"\n")
+    i = 0
+    while i < len(lines):
+        if _CUDACC_IF.match(lines[i]):
+            j, els = i + 1, None
+            while j < len(lines) and j - i < 6 and _QUALIFIER_LINE.match(lines[j]):
+                j += 1
+            if j < len(lines) and re.match(rb"^[ \t]*#[ \t]*else\b", lines[j]):
+                els, j = j, j + 1
+                while j < len(lines) and j - els < 6 and _QUALIFIER_LINE.match(lines[j]):
+                    j += 1
+            if j < len(lines) and re.match(rb"^[ \t]*#[ \t]*endif\b", lines[j]) and j > i + 1:
+                lines[i] = lines[j] = b""
+                if els is not None:
+                    for k in range(els, j):
+                        lines[k] = b""
+                i = j
+        i += 1
+    return b"\n".join(lines)
 
 
 def _expand_qualifier_macros(src: bytes) -> bytes:

@@ -38,6 +38,7 @@ from .parse import Function, Unit, node_text, split_template_args, walk
 __all__ = ["KernelReport", "Instantiation", "Translation", "translate", "sycl_name"]
 
 HEADER = "xvendor_cuda_compat.h"
+HEADER_MORE = "xvendor_cuda_compat_more.h"  # device printf, clock()
 
 
 @dataclass
@@ -60,6 +61,7 @@ class KernelReport:
     template: bool = False
     dynamic_shared: bool = False
     block_bound: bool = False  # its one template argument is the launch's block size
+    deferred: list = field(default_factory=list)  # instantiations found, compiled on first use
 
     @property
     def sycl_name(self):
@@ -71,7 +73,8 @@ class KernelReport:
                 "compiled": None,
                 "instantiations": [{"args": ", ".join(i.args), "sycl_name": i.sycl_name}
                                    for i in self.instantiations],
-                "sycl_name": self.sycl_name, "block_bound": self.block_bound}
+                "sycl_name": self.sycl_name, "block_bound": self.block_bound,
+                "deferred": [", ".join(a) for a in self.deferred]}
 
 
 @dataclass
@@ -270,6 +273,8 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         rep.dynamic_shared = _uses_dynamic_shared(unit, reach)
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
+        if fn.template_params:
+            insts, rep.deferred = inst_mod.eager(insts, [list(e) for e in extra.get(fn.name, [])])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
     edits += sym_mod.constant_edits(unit) + sym_mod.declaration_edits(unit) + _file_scope_edits(unit, gvars)
     kept = [f for f in unit.kernels if f.name in reports and reports[f.name].status == "ok"]
@@ -279,7 +284,7 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     out = _apply(src, edits)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
-            + f"#include \"{HEADER}\"\n"
+            + f"#include \"{HEADER}\"\n#include \"{HEADER_MORE}\"\n"
             + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else ""))
     return Translation(unit, head + out, list(reports.values()), warp)
 

@@ -593,14 +593,7 @@ template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
 inline T atomicAnd(T *p, U v) { return atomicAnd<T>(p, T(v)); }
 template <class T, class U, class = std::enable_if_t<!std::is_same_v<T, U>>>
 inline T atomicSub(T *p, U v) { return atomicSub<T>(p, T(v)); }
-// _block / _system scopes: device scope is at least as strong as either on one device
-#define XVC_SCOPED(op) \
-  template <class T, class... A> inline auto op##_block(T *p, A... a) { return op(p, a...); } \
-  template <class T, class... A> inline auto op##_system(T *p, A... a) { return op(p, a...); }
-XVC_SCOPED(atomicAdd) XVC_SCOPED(atomicSub) XVC_SCOPED(atomicMax) XVC_SCOPED(atomicMin)
-XVC_SCOPED(atomicExch) XVC_SCOPED(atomicCAS) XVC_SCOPED(atomicAnd) XVC_SCOPED(atomicOr)
-XVC_SCOPED(atomicXor) XVC_SCOPED(atomicInc) XVC_SCOPED(atomicDec)
-#undef XVC_SCOPED
+// _block / _system scopes: xvendor_cuda_compat_more.h (after every overload here)
 
 // ----------------------------------------------------------------------------- more half helpers
 inline __half2 make_half2(__half a, __half b) { return {a, b}; }
