@@ -9,14 +9,14 @@ scaled_mm) and a table of shapes (MoE 2Dx3D with 8, 64, 128 experts and empty gr
 decode-sized M, the 2Dx2D weight gradient, 3Dx2D, norms of 2k-8k hidden, router and
 sampling top-k, FP8 RowWise/TensorWise), the two calls are timed in pairs of samples, each
 sample a run of back-to-back calls lasting ~20 ms after warm-up, on a synchronized device,
-the order inside a pair alternating (ours first, then torch first: ABBA), so a drift of a
-shared machine or a penalty for running second hits both alike. The ratio of a row is the
-median over pairs of torch's time / ours within the pair (>= 1: we are at least as fast);
-the table also prints the medians of each side and the backend xvendor chose. The outputs
-are compared first: a row whose results differ is marked.
-
-The first row is a control: torch's op against itself (an A/A row). Its distance from
-1.00x is what this machine's noise alone does to a ratio in the same run.
+three samples per round (ours, torch, torch once more) in an order that rotates through
+all six, so a drift of a shared machine or a penalty for a position hits all alike. The
+ratio of a row is the median over rounds of torch's time / ours within the round (>= 1:
+we are at least as fast); beside it, torch's time / its own second sample, the same
+statistic with nothing different: how far this machine's noise alone moves a ratio on
+that row. The table also prints the medians and the backend xvendor chose. The outputs
+are compared first: a row whose results differ is marked. The first row is a control:
+torch's op against itself in both places.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def rows(device: str):
     x, w = r(4096, 256), r(8, 256, 128)
     offs = _offs(_moe_counts(2048, 8, 8), device)
     out.append(("control", "torch vs torch (A/A), bf16 2Dx3D E=8",
-                lambda: F.grouped_mm(x, w, offs=offs), lambda: F.grouped_mm(x, w, offs=offs)))
+                lambda x=x, w=w, o=offs: F.grouped_mm(x, w, offs=o),
+                lambda x=x, w=w, o=offs: F.grouped_mm(x, w, offs=o)))
     for dtype in (F32, BF16):
         name = "fp32" if dtype == F32 else "bf16"
         a, b, bias = r(512, 1024, dtype=dtype), r(1024, 512, dtype=dtype), r(512, dtype=dtype)
@@ -116,6 +117,11 @@ def rows(device: str):
     return out
 
 
+# the rotation of one round's three samples (ours, torch, torch's second sample)
+_ORDERS = (("ours", "torch", "torch2"), ("torch", "torch2", "ours"), ("torch2", "ours", "torch"),
+           ("ours", "torch2", "torch"), ("torch2", "torch", "ours"), ("torch", "ours", "torch2"))
+
+
 def _sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -154,14 +160,15 @@ def _chosen(op: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--repeats", type=int, default=16, help="sample pairs per row")
+    ap.add_argument("--repeats", type=int, default=24, help="rounds (of three samples) per row")
     ap.add_argument("--only", default="", help="comma-separated ops")
     args = ap.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     console = Console()
     table = Table(title=f"xvendor's automatic choice vs torch on {args.device} "
                         f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
-    for col in ("op", "case", "backend", "xvendor ms", "torch ms", "torch/xvendor", "same"):
+    for col in ("op", "case", "backend", "xvendor ms", "torch ms", "torch/xvendor",
+                "torch/torch", "same"):
         table.add_column(col, justify="right" if "ms" in col or "/" in col else "left")
     ratios = []
     for op, label, ours, theirs in rows(args.device):
@@ -170,28 +177,30 @@ def main(argv=None) -> int:
         same = _same(ours(), theirs())  # also the warm-up
         for _ in range(2):
             ours(), theirs()
-        t_ours, t_torch, pair = [], [], []
+        t_ours, t_torch, pair, noise = [], [], [], []
         calls = _calls_per_sample(theirs, args.device)
         for i in range(args.repeats):
-            if i % 2:  # ABBA: torch first in every other pair
-                t = _time(theirs, args.device, calls)
-                o = _time(ours, args.device, calls)
-            else:
-                o = _time(ours, args.device, calls)
-                t = _time(theirs, args.device, calls)
-            t_ours.append(o)
-            t_torch.append(t)
-            pair.append(t / o)
+            # three samples per round: ours, torch, torch again, in a rotating order (each
+            # takes every position equally often); torch/torch is the row's own noise
+            times = {}
+            for who in _ORDERS[i % len(_ORDERS)]:
+                times[who] = _time(ours if who == "ours" else theirs, args.device, calls)
+            t_ours.append(times["ours"])
+            t_torch.append(times["torch"])
+            pair.append(times["torch"] / times["ours"])
+            noise.append(times["torch"] / times["torch2"])
         mo, mt, ratio = (statistics.median(t_ours), statistics.median(t_torch),
                          statistics.median(pair))
+        aa = statistics.median(noise)
         if op != "control":
             ratios.append(ratio)
         backend = ("torch" if op == "control" else
                    xvendor.registry.decide(op, torch.device(args.device), BF16).backend)
         style = "green" if ratio >= 0.95 else "red"
         table.add_row(op, label, backend, f"{mo * 1e3:.3f}", f"{mt * 1e3:.3f}",
-                      f"[{style}]{ratio:.2f}x[/{style}]", "yes" if same else "[red]NO[/red]")
-        console.print(f"  {op} {label}: {ratio:.2f}x", highlight=False)
+                      f"[{style}]{ratio:.2f}x[/{style}]", f"{aa:.2f}x",
+                      "yes" if same else "[red]NO[/red]")
+        console.print(f"  {op} {label}: {ratio:.2f}x (torch/torch {aa:.2f}x)", highlight=False)
     console.print(table)
     worst = min(ratios) if ratios else 0.0
     console.print(f"rows: {len(ratios)} (the control not counted), geomean torch/xvendor "
