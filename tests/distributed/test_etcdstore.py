@@ -286,3 +286,33 @@ def test_kill9_of_the_leading_replica_mid_training(replicas, tmp_path):
     assert "adopted" in text and "declared dead" not in text, text
     assert lead_s < 2.5, f"the standby led {lead_s:.2f} s after the kill"
     print(f"kill -9 -> standby leads {lead_s:.2f} s; -> 2 more committed steps {resumed_s:.2f} s")
+
+
+_FORKS = """
+import os, subprocess, sys, threading
+from xvendor.distributed import etcdstore as es
+client = es.Etcd(es.parse_url(sys.argv[1]))
+stop = threading.Event()
+def busy():  # a call in flight whenever the parent forks
+    while not stop.is_set():
+        client.get(b"/xv-fork-probe")
+threading.Thread(target=busy, daemon=True).start()
+codes = [subprocess.run([sys.executable, "-c", "pass"], capture_output=True,
+                        preexec_fn=lambda: None).returncode  # a real fork(), not vfork
+         for _ in range(40)]
+stop.set()
+print(codes)
+"""
+
+
+@pytest.mark.l1
+@needs_etcd
+def test_a_process_holding_an_etcd_client_forks_healthy_children(etcd):
+    """grpcio's fork handlers, left on, kill children forked while a call is in flight
+    (SIGABRT/SIGSEGV before exec, about 1 in 10 here); the client turns them off."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    proc = subprocess.run([sys.executable, "-c", _FORKS, etcd.url], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    codes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert codes == [0] * 40, (codes, proc.stderr[-2000:])

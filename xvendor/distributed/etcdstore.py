@@ -94,6 +94,12 @@ class Etcd:
 
     def __init__(self, endpoints: list[tuple[str, int]], timeout_s: float = 2.0,
                  user: str | None = None, password: str | None = None):
+        # gRPC's fork handlers (on by default in grpcio) break every child a process forks
+        # while a call is in flight: the child runs the handlers half-way and dies of SIGABRT
+        # or SIGSEGV before it can exec (seen with subprocess.run from a test process that
+        # held a client). Nothing here needs gRPC in a forked child, so they are turned off
+        # unless the user chose otherwise; it must be set before grpc is first imported.
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
         import aetcd
         self.aetcd, self.timeout_s, self.endpoints = aetcd, timeout_s, endpoints
         # aetcd builds its gRPC target as f"{host}:{port}": several endpoints go in as one
