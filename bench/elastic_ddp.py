@@ -52,10 +52,17 @@ COMPUTE_S = 0.02  # the same fixed "compute" per step for both systems
 
 
 # -- what runs inside each worker (under torchrun) -----------------------------------------
-def _model():
+def _model(width: int = 0):
+    """The drill's small MLP; ``width`` > 0 (bench/goodput.py) adds a ``width`` x ``width``
+    hidden layer: 4.4 MB of fp32 parameters at 1024."""
     import torch
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+    if not width:
+        return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                   torch.nn.Linear(128, 8))
+    return torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 8))
 
 
 def _batch(replica: int, step: int):
@@ -127,10 +134,10 @@ def torchft_worker(a) -> None:
     _TorchftDDP = _torchft_ddp_class()
     log = _Log(a.workdir, a.replica)
     log.write(event="up")
-    model = _model()
+    model = _model(a.width)
     opt_inner = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     manager = Manager(
-        pg=ProcessGroupGloo(timeout=timedelta(seconds=10)), min_replica_size=2,
+        pg=ProcessGroupGloo(timeout=timedelta(seconds=10)), min_replica_size=a.tf_min_replicas,
         load_state_dict=lambda s: (model.load_state_dict(s["model"]),
                                    opt_inner.load_state_dict(s["optim"])),
         state_dict=lambda: {"model": model.state_dict(), "optim": opt_inner.state_dict()},
@@ -160,7 +167,7 @@ def xvendor_worker(a) -> None:
 
     log = _Log(a.workdir, a.replica)
     log.write(event="up")
-    model = _model()
+    model = _model(a.width)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     def get_state():
@@ -223,7 +230,8 @@ class _Coordinator:
         port = _free_port()
         if system == "torchft":
             argv = [os.path.join(os.path.dirname(PY), "torchft_lighthouse"),
-                    "--bind", f"127.0.0.1:{port}", "--min_replicas", "2",
+                    "--bind", f"127.0.0.1:{port}",
+                    "--min_replicas", str(getattr(a, "tf_min_replicas", 2)),
                     "--join_timeout_ms", str(a.tf_join_ms),
                     "--heartbeat_timeout_ms", str(a.tf_heartbeat_ms), "--quorum_tick_ms", "20"]
             self.address = f"http://127.0.0.1:{port}"
@@ -255,19 +263,43 @@ def _wait_port(host: str, port: int, timeout_s: float) -> None:
     raise TimeoutError(f"coordinator on {host}:{port} not listening after {timeout_s} s")
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc: torchrun starts each worker in a session
+    of its own, so killing torchrun's process group alone would leave the workers running)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
 def _kill_group(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for pid in [p.pid] + _descendants(p.pid):  # the whole tree, then each one's group
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     p.wait()
 
 
-def _launch(system: str, replica: int, workdir: str, coord: _Coordinator) -> subprocess.Popen:
+def _launch(system: str, replica: int, workdir: str, coord: _Coordinator,
+            max_restarts: int = 1, worker_args: tuple[str, ...] = ()) -> subprocess.Popen:
     argv = [PY, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", "1", "--max-restarts", "1", "--monitor-interval", "0.1",
+            "--nproc-per-node", "1", "--max-restarts", str(max_restarts),
+            "--monitor-interval", "0.1",
             os.path.abspath(__file__), "--worker", system, "--replica", str(replica),
-            "--workdir", workdir, "--coordinator", coord.address]
+            "--workdir", workdir, "--coordinator", coord.address, *worker_args]
     env = {**os.environ, **coord.env, "XVENDOR_REPLICA_ID": str(replica),
            "OMP_NUM_THREADS": "1", "LOGLEVEL": "WARNING"}
     log = open(os.path.join(workdir, f"launcher{replica}.log"), "w")
@@ -351,6 +383,8 @@ def main(argv=None) -> int:
     p.add_argument("--replica", type=int)
     p.add_argument("--workdir")
     p.add_argument("--coordinator")
+    p.add_argument("--width", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--tf-min-replicas", type=int, default=2, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
         (torchft_worker if a.worker == "torchft" else xvendor_worker)(a)
