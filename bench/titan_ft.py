@@ -75,11 +75,45 @@ def _abort_s(workdir, survivors, t_kill) -> float | None:
     return round(max(ends), 3) if ends else None
 
 
+def _without_victim_s(workdir, survivors, t_kill) -> float | None:
+    """kill -> the slowest survivor's first committed step without the victim (``n`` =
+    R - 1), begun before the kill or after it: when the survivors made progress again.
+    elastic_ddp's "first commit" counts only steps begun after the kill (a step in flight
+    may commit with the victim's gradient); a step in flight that commits with R - 1
+    participants is one the failure did not cost, and this counts it, for both systems."""
+    firsts = []
+    for i in survivors:
+        c = [r for r in drill_lib._commits(drill_lib._read(workdir, i))
+             if r["t"] > t_kill and r["n"] == _replicas - 1]
+        if not c:
+            return None
+        firsts.append(c[0]["t"] - t_kill)
+    return round(max(firsts), 3)
+
+
+def _phases(workdir, survivors, t_kill) -> str:
+    """xvendor.ft's timeline of the survivors' first attempt that ended after the kill:
+    each event's time after the kill (where the time went)."""
+    out = []
+    for i in survivors:
+        recs = [r for r in drill_lib._read(workdir, i) if r.get("event") == "attempt"
+                and r["t"] > t_kill and r.get("timeline")]
+        if recs:
+            ev = " ".join(f"{name}@{t - t_kill:+.2f}" for name, t in recs[0]["timeline"])
+            ep = recs[0].get("epochs") or [{}]
+            out.append(f"r{i}: {ev} (last epoch formed: ready {ep[-1].get('ready_s')} s, "
+                       f"build {ep[-1].get('build_s')} s, state {ep[-1].get('sync_s')} s to "
+                       f"{ep[-1].get('state_to')})")
+    return "; ".join(out)
+
+
 def _summarize(system, workdir, survivors, t_kill, first, rejoin) -> dict:
     """elastic_ddp's summary, with disagreeing replicas recorded (``identical``) instead of
     raised: torchft's replicas end this drill with different parameters (bench/RESULTS.md),
     and its timings are still worth printing beside it."""
-    abort = {"abort_s": _abort_s(workdir, survivors, t_kill)}
+    abort = {"abort_s": _abort_s(workdir, survivors, t_kill),
+             "without_victim_s": _without_victim_s(workdir, survivors, t_kill),
+             "phases": _phases(workdir, survivors, t_kill)}
     try:
         return {**_summarize_strict(system, workdir, survivors, t_kill, first, rejoin),
                 "identical": True, **abort}
@@ -164,25 +198,35 @@ def main(argv=None) -> int:
             r = drill_lib.drill(system, a)
             r.update(_check_counters(system, r["workdir"], a.replicas))
             runs[system].append(r)
-            print(f"round {rnd + 1} {system:8s} first commit after kill {r['first_commit_s']:.3f}"
-                  f" s (dropped step given up {r['abort_s']} s) | rejoin {r['rejoin_s']:.3f} s (after up {r['admit_s']:.3f} s) | lost "
+            print(f"round {rnd + 1} {system:8s} first commit without the victim "
+                  f"{r['without_victim_s']} s | first commit of a step begun after the kill "
+                  f"{r['first_commit_s']:.3f} s (dropped step given up {r['abort_s']} s) | rejoin {r['rejoin_s']:.3f} s (after up {r['admit_s']:.3f} s) | lost "
                   f"{r['committed_steps_lost']} | attempts discarded {r['attempts_discarded']} |"
                   f" final step {r['final_step']} (optimizer steps {r['optimizer_steps']}, "
                   f"trainer step {r['trainer_step']}), "
                   f"{'identical parameters' if r['identical'] else 'PARAMETERS DIFFER'}",
                   flush=True)
+            if r.get("phases"):
+                print(f"  {system} timeline after the kill: {r['phases']}", flush=True)
     med = {}
     for s, rs in runs.items():
         med[s] = {k: statistics.median(r[k] for r in rs)
                   for k in ("first_commit_s", "rejoin_s", "admit_s")}
-        print(f"median {s:8s} first commit {med[s]['first_commit_s']:.3f} s | rejoin "
+        wv = [r["without_victim_s"] for r in rs if r["without_victim_s"] is not None]
+        med[s]["without_victim_s"] = statistics.median(wv) if wv else None
+        print(f"median {s:8s} first commit without the victim {med[s]['without_victim_s']} s"
+              f" | of a step begun after the kill {med[s]['first_commit_s']:.3f} s | rejoin "
               f"{med[s]['rejoin_s']:.3f} s (after up {med[s]['admit_s']:.3f} s) | committed "
               f"steps lost (max) {max(r['committed_steps_lost'] for r in rs)} | identical "
               f"parameters in {sum(r['identical'] for r in rs)}/{len(rs)} rounds")
     if {"torchft", "xvendor"} <= med.keys():
         ratio = med["torchft"]["first_commit_s"] / med["xvendor"]["first_commit_s"]
-        print(f"first commit after kill (medians): xvendor.ft is {ratio:.1f}x sooner than "
-              f"torchft (target >= 3x)")
+        print(f"first commit of a step begun after the kill (medians): xvendor.ft is "
+              f"{ratio:.2f}x sooner than torchft (target >= 3x)")
+        a_, b_ = med["torchft"]["without_victim_s"], med["xvendor"]["without_victim_s"]
+        if a_ and b_:
+            print(f"first commit without the victim (medians): xvendor.ft is {a_ / b_:.2f}x "
+                  f"sooner than torchft")
     print(f"load average (1 min) after: {os.getloadavg()[0]:.1f}")
     if a.json:
         with open(a.json, "w") as f:

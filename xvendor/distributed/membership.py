@@ -5,10 +5,20 @@
 reads the latest proposed epoch, forms it (``form``) when it is not aborted, and otherwise
 waits for the verdict on who failed and proposes the survivors (first proposal wins,
 ``Control.propose``). ``form`` meets the epoch's members through their ready flags (each
-says whether its member holds state, and at which committed step), builds the group on a
-helper thread that keeps reading the abort flag (``build``), and copies step and state from
-the most advanced member that holds state (``sync_state``). A member found dead, or absent
+says whether its member holds state, at which committed step, and whether that state is the
+group's: ``ready_flag``), builds the group on a helper thread that keeps reading the abort
+flag (``build``), and sends step and state from the most advanced member that holds state to
+the members that need it, and only to them (``sync_state``). A member found dead, or absent
 from the latest epoch, is excluded (``ResilientGroup._exclude`` raises ``Excluded``).
+
+NOTE [who needs the state]: a member that formed an epoch before holds the group's state:
+since then its state changed only by committed steps, and every member of an epoch commits
+the same steps (one verdict per step, ``stepguard``). So at a shrink, where every survivor
+holds the group's state at the same step, nothing is sent at all; at a grow only the
+newcomers receive it; a member behind the most advanced one (possible only after a
+coordinator restart, when some committed a step the others did not) receives it too.
+Founders of a first epoch have never been synced: all but the source receive the state
+(the initial sync, so replicas that initialised differently start equal).
 """
 
 from __future__ import annotations
@@ -67,8 +77,7 @@ def form(rg, e: int, rec: dict) -> None:
     when a member will not arrive or the epoch is aborted meanwhile."""
     members = rec["members"]
     keys = [cp.key_ready(e, m) for m in members]
-    rg.ctl.store.set(cp.key_ready(e, rg.member),
-                     f"1:{int(rg.step)}" if rg.has_state else "0")
+    rg.ctl.store.set(cp.key_ready(e, rg.member), ready_flag(rg))
     t0, polls = time.monotonic(), 0
     while not rg.ctl.store.check(keys):
         polls += 1
@@ -82,13 +91,11 @@ def form(rg, e: int, rec: dict) -> None:
             rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
             raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
         time.sleep(rg.timing.slice_s / 4)
+    t_ready = time.monotonic()
     flags = [v.decode() for v in rg.ctl.store.multi_get(keys)]
-    steps = [int(f[2:]) if f.startswith("1:") else -1 for f in flags]
-    if max(steps) < 0:
+    src, needers = plan_transfer(flags)
+    if src is None:
         raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
-    # The oldest member holding state; among several, the most advanced (members differ
-    # only after a coordinator restart, when some committed a step the others did not).
-    src = steps.index(max(steps))
     prev, prev_members = rg._prev or (None, [])
     rg._prev = None
     rg.epoch, rg.rank, rg.members, rg.record = e, members.index(rg.member), members, rec
@@ -97,9 +104,15 @@ def form(rg, e: int, rec: dict) -> None:
     except RuntimeError as err:
         rg.ctl.abort(e, f"member {rg.member}: group creation failed: {err}")
         raise EpochAborted(f"epoch {e}: group creation failed: {err}") from err
-    sync_state(rg, src)
-    rg.has_state = True
-    rg.stats["epochs"].append({"epoch": e, "members": members, "rank": rg.rank})
+    t_built = time.monotonic()
+    sent = sync_state(rg, src, needers)
+    rg.has_state, rg._synced = True, True
+    rg.stats["epochs"].append({"epoch": e, "members": members, "rank": rg.rank,
+                               "ready_s": round(t_ready - t0, 4),
+                               "build_s": round(t_built - t_ready, 4),
+                               "sync_s": round(time.monotonic() - t_built, 4),
+                               "state_to": [members[r] for r in needers],
+                               "state_bytes": sent})
     for notify in rg.listeners:  # adapters (resilient_ddp) move to the new epoch
         notify(rg, prev_members)
 
@@ -130,19 +143,97 @@ def build(rg, e: int, members: list[int], prev, prev_members: list[int]):
     return box["pg"]
 
 
-def sync_state(rg, src: int) -> None:
-    payload = None
+def ready_flag(rg) -> str:
+    """This member's ready flag: "0" (no state), "1:<step>" (state at committed step
+    <step>), "1:<step>:synced" (the group's state at that step: NOTE [who needs the state])."""
+    if not rg.has_state:
+        return "0"
+    return f"1:{int(rg.step)}" + (":synced" if getattr(rg, "_synced", False) else "")
+
+
+def plan_transfer(flags: list[str]) -> tuple[int | None, list[int]]:
+    """(source rank, ranks that receive the state) from the members' ready flags, in rank
+    order (NOTE [who needs the state]); (None, []) when no member holds state. The source
+    is the first synced member at the most advanced step, else the first at that step."""
+    parsed = []
+    for f in flags:
+        parts = f.split(":")
+        if parts[0] != "1":
+            parsed.append((-1, False))
+        else:
+            parsed.append((int(parts[1]), len(parts) > 2 and parts[2] == "synced"))
+    top = max(step for step, _ in parsed)
+    if top < 0:
+        return None, []
+    at_top = [r for r, (step, _) in enumerate(parsed) if step == top]
+    synced = [r for r in at_top if parsed[r][1]]
+    src = (synced or at_top)[0]
+    keep = set(synced) if synced else {src}
+    return src, [r for r in range(len(flags)) if r not in keep]
+
+
+def sync_state(rg, src: int, needers: list[int]) -> int:
+    """Send step and state from rank ``src`` to the ranks ``needers``, point to point, and
+    to nobody else; returns the bytes sent (0 on the other members).
+
+    NOTE [state transfer off the training thread]: gloo's send/recv cannot be waited on in
+    slices (a timed-out ``wait(timeout)`` on a send or recv signals the error to every pair
+    of the group's context), and the transfer may take long (serializing a large state
+    under load) without anything being wrong, so the call bound does not apply to it. Each
+    transfer runs on a helper thread with gloo's own op timeout, while this thread reads the
+    epoch's abort flag and the death notices, as ``build`` does; on either it leaves the
+    helper behind (the group is retired) and raises ``EpochAborted``."""
+    if not needers or (rg.rank != src and rg.rank not in needers):
+        return 0
+    tag_header, tag_payload = 1, 2
     if rg.rank == src:
         bio = io.BytesIO()
         torch.save({"step": int(rg.step), "state": rg.get_state()}, bio)
-        payload = torch.frombuffer(bytearray(bio.getvalue()), dtype=torch.uint8)
+        payload = torch.frombuffer(bio.getbuffer(), dtype=torch.uint8)
         header = torch.tensor([payload.numel(), rg.step], dtype=torch.int64)
-    else:
+
+        def send():
+            for dst in needers:
+                rg.pg.send([header], dst, tag_header).wait()
+                rg.pg.send([payload], dst, tag_payload).wait()
+        _off_thread(rg, "state_send", send)
+        return int(payload.numel()) * len(needers)
+    box: dict = {}
+
+    def recv():
         header = torch.zeros(2, dtype=torch.int64)
-    header = rg.broadcast(header, src, _op="state_header")
-    buf = payload if payload is not None else torch.empty(int(header[0]), dtype=torch.uint8)
-    buf = rg.broadcast(buf, src, _op="state_payload").cpu()
-    if rg.rank != src:
-        obj = torch.load(io.BytesIO(buf.numpy().tobytes()), weights_only=True)
-        rg.set_state(obj["state"])
-        rg.step = int(obj["step"])
+        rg.pg.recv([header], src, tag_header).wait()
+        box["buf"] = torch.empty(int(header[0]), dtype=torch.uint8)
+        rg.pg.recv([box["buf"]], src, tag_payload).wait()
+    _off_thread(rg, "state_recv", recv)
+    obj = torch.load(io.BytesIO(memoryview(box["buf"].numpy())), weights_only=True)
+    rg.set_state(obj["state"])
+    rg.step = int(obj["step"])
+    return 0
+
+
+def _off_thread(rg, what: str, fn) -> None:
+    """Run ``fn()`` on a helper thread (NOTE [state transfer off the training thread])."""
+    e, members, box = rg.epoch, rg.members, {}
+    entry = rg.recorder.start(what, [], e, rg.rank)
+
+    def run():
+        try:
+            fn()
+        except BaseException as err:  # handed to the training thread
+            box["err"] = err
+
+    th = threading.Thread(target=run, name=f"xv-{what}-{e}", daemon=True)
+    th.start()
+    while th.is_alive():
+        th.join(rg.timing.slice_s)
+        if th.is_alive() and (rg.ctl.aborted(e) or departed(rg, members)):
+            rg.recorder.finish(entry, "aborted")
+            rg.ctl.abort(e, f"member {rg.member}: a peer died during the state transfer of "
+                            f"epoch {e}")
+            raise EpochAborted(f"epoch {e} aborted during its state transfer")
+    if "err" in box:
+        rg.recorder.finish(entry, "failed")
+        rg.ctl.abort(e, f"member {rg.member}: {what} failed: {box['err']}")
+        raise EpochAborted(f"epoch {e}: {what} failed: {box['err']}") from box["err"]
+    rg.recorder.finish(entry, "completed")

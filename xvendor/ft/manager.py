@@ -15,13 +15,27 @@ How each name maps (torchft 0.2.0 semantics unless said):
   ``use_async_quorum`` therefore has nothing to overlap and is accepted and ignored.
 - ``allreduce(t)``: averages ``t`` over the participants in place (``ReduceOp.AVG``, torchft's
   default; ``SUM`` also) and returns a completed ``Work`` (``wait()``, ``get_future()``), as
-  torchft's does. A failure (a peer died) is latched, never raised into autograd: ``t`` is
-  left as it is and the step will not commit, as torchft does.
+  torchft's does. Never raised into autograd. NOTE [the step in flight is kept]: when a peer
+  dies during a step, this member does not give the step up: inside that same call it
+  forms the next epoch with the survivors (no state is sent: they all hold it) and runs
+  again, on the new epoch, every all-reduce of the step so far from the local values it
+  kept (a copy of each input, held until the step ends), then the step goes on. The
+  survivors reduce the same calls in the same order (each one's failure is at one of the
+  step's calls, or at the step's end, see below), so they end the step with equal
+  averages over the survivors' gradients, as if the dead member had never been in it,
+  and the step commits. A member that learns of the failure only at ``should_commit``
+  (every call of its own succeeded: the death came during the step's last collective)
+  cannot rerun them (its caller may have changed the results since, e.g. clipped them):
+  that step is redone, as torchft drops it. ``start_quorum`` also moves to the next epoch
+  first when the current one was aborted between steps. Outside a step (a loss
+  reduction after ``should_commit``) a failure is latched and the call returns ``t`` as
+  it was, as torchft does.
 - ``should_commit()``: every member votes whether all its collectives of the step
   succeeded; one verdict for all. Commit: the registered optimizer steps (inside, before any
   newcomer is admitted, so the state it receives includes this step) and the step is
   counted; returns True. Redo: gradients dropped, the group shrinks around the dead member,
-  returns False, and the loop runs the same step again. **Differences from torchft**, both
+  returns False, and the loop runs the same step again (rarely: NOTE [the step in flight is
+  kept]). **Differences from torchft**, both
   because xvendor admits newcomers in the commit itself, not at the next quorum: the
   optimizer must be registered (``OptimizerWrapper``; a bare ``should_commit()`` without
   one raises, naming the rule), and state the loop changes after a commit (an LR
@@ -36,6 +50,9 @@ How each name maps (torchft 0.2.0 semantics unless said):
 - Joining: on first use (the first ``start_quorum``), as torchft does at its first quorum,
   so state functions registered after construction (``register_state_dict_fn``,
   ``set_state_dict_fns``) are in place when a restarted replica receives the state.
+- ``timeline()``: (event, wall time) pairs of the current or last step attempt (its opening,
+  a failed call, the next epoch formed, the calls rerun, the verdict): where a failure's
+  time went.
 - ``current_step()``, ``num_participants()``, ``participating_rank()``, ``is_participating()``
   (always True: there are no non-participating healing replicas), ``batches_committed()``,
   ``errored()``, ``report_error(e)``, ``register_state_dict_fn(key, load_fn, save_fn)``,
@@ -52,6 +69,7 @@ How each name maps (torchft 0.2.0 semantics unless said):
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 import torch
@@ -59,7 +77,7 @@ from torch.distributed import ReduceOp
 
 from torch.distributed.distributed_c10d import Work
 
-from ..distributed import EpochAborted, ResilientGroup
+from ..distributed import EpochAborted, Excluded, ResilientGroup
 
 log = logging.getLogger("xvendor.ft")
 _IGNORED = {"use_async_quorum", "timeout", "quorum_timeout", "connect_timeout", "rank",
@@ -185,6 +203,9 @@ class Manager:
         self._batches = 0
         self._backend = pg.backend if pg is not None else "gloo"
         self._rg = group
+        self._calls: list[tuple[torch.Tensor, torch.Tensor, bool]] = []  # this step's inputs
+        self.last_committed: bool | None = None  # the last should_commit()'s answer
+        self._timeline: list[tuple[str, float]] = []
 
     @property
     def rg(self) -> ResilientGroup:
@@ -264,8 +285,27 @@ class Manager:
             raise RuntimeError("xvendor.ft.Manager: start_quorum() called twice without "
                                "should_commit() in between")
         self._error = None
-        self._guard = self.rg.step(_Committer(self))
+        self._calls.clear()
+        self._timeline = [("open", time.time())]
+        rg = self.rg
+        if rg.pg is None or rg.ctl.aborted(rg.epoch):  # a failure between steps
+            rg.recover()
+            self._mark("recovered")
+        self._guard = rg.step(_Committer(self))
         self._guard.__enter__()
+
+    def _mark(self, event: str) -> None:
+        self._timeline.append((event, time.time()))
+
+    def timeline(self) -> list[tuple[str, float]]:
+        """See the module docstring."""
+        return list(self._timeline)
+
+    def _reduce_into(self, tensor: torch.Tensor, value: torch.Tensor, avg: bool) -> None:
+        out = self.rg.all_reduce(value)
+        if avg:
+            out = out / self.rg.size
+        tensor.copy_(out)
 
     def allreduce(self, tensor: torch.Tensor, should_quantize: bool = False,
                   reduce_op: ReduceOp = ReduceOp.AVG) -> Work:
@@ -275,15 +315,48 @@ class Manager:
         if not avg and not reduce_op == ReduceOp.SUM:
             raise ValueError(f"xvendor.ft.Manager.allreduce: reduce_op must be AVG or SUM, got "
                              f"{reduce_op}")
-        if self._error is None:
+        if self._error is not None:
+            return _Done(tensor)
+        if self._guard is None:  # outside a step: latched, as torchft does
             try:
-                out = self.rg.all_reduce(tensor)
-                if avg:
-                    out = out / self.rg.size
-                tensor.copy_(out)
-            except EpochAborted as e:  # latched: the step will not commit
+                self._reduce_into(tensor, tensor, avg)
+            except EpochAborted as e:
                 self._error = e
+            return _Done(tensor)
+        local = tensor.detach().clone()  # NOTE [the step in flight is kept]
+        self._calls.append((tensor, local, avg))
+        try:
+            self._reduce_into(tensor, local, avg)
+        except EpochAborted as e:
+            self._mark("failed")
+            self._rerun_on_next_epoch(e)
         return _Done(tensor)
+
+    def _rerun_on_next_epoch(self, err: EpochAborted) -> None:
+        """NOTE [the step in flight is kept]: the next epoch, then this step's calls again."""
+        while True:
+            try:
+                self.rg.recover()
+            except Excluded:
+                raise
+            except Exception:  # the coordinator is gone: the step guard handles that
+                log.warning("xvendor.ft: recovery inside step %d failed; the step will not "
+                            "commit", int(self.rg.step), exc_info=True)
+                self._error = err
+                return
+            self._mark("recovered")
+            try:
+                for tensor, local, avg in self._calls:
+                    self._reduce_into(tensor, local, avg)
+            except EpochAborted as e:  # another failure: once more, on the epoch after
+                err = e
+                self._mark("failed")
+                continue
+            self._mark("rerun")
+            log.warning("xvendor.ft: step %d kept through a failure: %d all-reduce(s) rerun on "
+                        "epoch %d (%d participants)", int(self.rg.step), len(self._calls),
+                        self.rg.epoch, self.rg.size)
+            return
 
     def should_commit(self, timeout=None) -> bool:
         if self._guard is None:
@@ -291,13 +364,20 @@ class Manager:
         if self._optimizer is None and self._action is None:
             self._guard.__exit__(RuntimeError, RuntimeError("no optimizer"), None)
             self._guard = None
+            self._calls.clear()
             raise RuntimeError("xvendor.ft.Manager: register the optimizer first "
                                "(xvendor.ft.OptimizerWrapper(manager, optimizer)): xvendor "
                                "admits newcomers in the commit, after the optimizer stepped")
         guard, self._guard = self._guard, None
         err = self._error
-        guard.__exit__(type(err) if err else None, err, None)
-        return bool(guard.committed)
+        self._mark("vote")
+        try:
+            guard.__exit__(type(err) if err else None, err, None)
+        finally:
+            self._calls.clear()
+        self._mark("commit" if guard.committed else "redo")
+        self.last_committed = bool(guard.committed)
+        return self.last_committed
 
     # -- what torchft reports ----------------------------------------------------------
     def current_step(self) -> int:

@@ -24,6 +24,17 @@ outside it (both also logged):
    (its scheduler one step on, its step counter + 1): it then holds what torchft would have
    sent. (The per-replica dataloader state is not transferred in either system: each replica
    reloads its own from its FT checkpoint folder.)
+3. **Steps that did not commit** (xvendor only). torchtitan's loop advances its step counter
+   and steps its LR schedulers on every attempt, committed or not. On xvendor the survivors
+   of one failure can make different numbers of attempts for the same committed step (one
+   kept its step in flight, another, whose calls had all finished before it learned of the
+   failure, redoes it: NOTE [the step in flight is kept] in ``xvendor.ft.manager``), so an
+   attempt that did not commit leaves both as they were: the LR schedulers step only on a
+   commit and the trainer's step counter is the committed step (the loop's ``self.step +=
+   1`` is taken back after an attempt that did not commit). Every replica then holds the
+   same LR schedule and step, whatever its attempts. (Synchronous FT only: with
+   ``--fault-tolerance.semi-sync-method`` the commits are LocalSGD's syncs, and the inner
+   steps between them advance both as in torchtitan.)
 
 ``XVENDOR_TITAN_FT_LOG=DIR`` (tests, ``bench/titan_ft.py``) adds a probe that writes one JSON
 line per step attempt to ``DIR/r<replica_id>.jsonl`` (manager step, committed, participants,
@@ -101,6 +112,32 @@ def _newcomer_fixup(trainer) -> None:
                     trainer.step)
 
     manager.register_admission_hook(finish_step)
+    if not trainer.ft_manager.use_async_quorum:  # semi-sync: commits are the syncs only
+        return
+    schedulers = trainer.lr_schedulers
+    step_schedulers = schedulers.step
+
+    def step_on_commit(*args, **kwargs):  # fix 3 of the module docstring
+        if manager.last_committed is False:
+            return None
+        return step_schedulers(*args, **kwargs)
+
+    schedulers.step = step_on_commit
+
+
+def _attempts_leave_the_step(train_step):
+    """xvendor: an attempt that did not commit takes back the loop's ``self.step += 1``
+    (fix 3 of the module docstring)."""
+
+    def wrapped(self, data_iterator):
+        out = train_step(self, data_iterator)
+        manager = self.ft_manager._manager
+        if (manager is not None and _is_xvendor(manager) and self.ft_manager.use_async_quorum
+                and manager.last_committed is False):
+            self.step -= 1
+        return out
+
+    return wrapped
 
 
 def _torchft_state_off_the_forward(trainer) -> None:
@@ -186,8 +223,12 @@ def _install_probe(cls, directory: str) -> None:
             return train_step(self, data_iterator)
         finally:
             after = manager.current_step()
+            extra = {}
+            if _is_xvendor(manager):  # where a failure's time went (xvendor.ft's timeline)
+                extra["timeline"] = manager.timeline()
+                extra["epochs"] = manager.rg.stats["epochs"][-1:]
             write(self, event="attempt", step=after, committed=after > before,
-                  n=manager.num_participants(), t0=t0, trainer_step=self.step)
+                  n=manager.num_participants(), t0=t0, trainer_step=self.step, **extra)
 
     def probed_should_continue(self) -> bool:
         path = os.path.join(directory, "stop")
@@ -263,6 +304,8 @@ def prepare(xvendor: bool = True) -> None:
         return close(self)
 
     cls.__init__, cls.close = __init__, leave_then_close
+    if xvendor:
+        cls.train_step = _attempts_leave_the_step(cls.train_step)
     if os.environ.get(LOG_ENV):
         _install_probe(cls, os.environ[LOG_ENV])
     _prepared["xvendor"] = xvendor
