@@ -133,7 +133,10 @@ def test_native_warp_width_keeps_warpsize_code_and_breaks_hard_coded_32(cuda_mod
     m = cuda_module("reductions", warp="native")
     rows, cols = 4, 512
     x, out = torch.rand(rows, cols) + 1, _nan(rows)
-    m.row_sum_shfl[rows, 256](x, out, cols)
+    # 64 threads: the kernel's second stage (one warp sums the per-warp partials) needs
+    # blockDim / warpSize <= warpSize, as CUDA code assumes; 256 threads break it at width 8
+    # (AVX2 CPUs' native sub-group), which is the kernel's limit, not the port's
+    m.row_sum_shfl[rows, 64](x, out, cols)
     torch.testing.assert_close(out.double(), x.double().sum(1), atol=1e-3, rtol=1e-5)
     y = _nan(rows, cols)
     m.softmax_dyn_smem[rows, 256, cols * 4](x, y, cols)  # lane = tid % 32, xor from 16
