@@ -106,7 +106,7 @@ def form(rg, e: int, rec: dict) -> None:
         raise EpochAborted(f"epoch {e}: group creation failed: {err}") from err
     t_built = time.monotonic()
     sent = sync_state(rg, src, needers)
-    rg.has_state, rg._synced = True, True
+    rg.has_state = True
     rg.stats["epochs"].append({"epoch": e, "members": members, "rank": rg.rank,
                                "ready_s": round(t_ready - t0, 4),
                                "build_s": round(t_built - t_ready, 4),
@@ -122,25 +122,35 @@ def build(rg, e: int, members: list[int], prev, prev_members: list[int]):
     peer and blocks for the whole op timeout if one died after the rendezvous (seen in
     the two-failures drill). The constructor releases the GIL, so this thread keeps
     reading the abort flag and, on abort, leaves the builder behind (it times out)."""
+    return watched(rg, e, members, f"build-{e}",
+                   lambda: rg.plane.form(e, rg.rank, members, prev, prev_members,
+                                         lambda w: rg._wait(w, time.monotonic())),
+                   f"a peer died while epoch {e} connected", "while its group connected")
+
+
+def watched(rg, e: int, members: list[int], name: str, fn, why: str, where: str):
+    """``fn()`` on a helper thread while this thread reads epoch ``e``'s abort flag and the
+    death notices of ``members``; its result, or its error re-raised here. On an abort or a
+    death it marks the epoch aborted (``why``), leaves the helper behind and raises
+    ``EpochAborted`` ("epoch e aborted ``where``")."""
     box: dict = {}
 
-    def construct():
+    def run():
         try:
-            box["pg"] = rg.plane.form(e, rg.rank, members, prev, prev_members,
-                                      lambda w: rg._wait(w, time.monotonic()))
-        except BaseException as err:  # handed to the training thread
+            box["ok"] = fn()
+        except BaseException as err:  # handed to the calling thread
             box["err"] = err
 
-    th = threading.Thread(target=construct, name=f"xv-build-{e}", daemon=True)
+    th = threading.Thread(target=run, name=f"xv-{name}", daemon=True)
     th.start()
     while th.is_alive():
         th.join(rg.timing.slice_s)
         if th.is_alive() and (rg.ctl.aborted(e) or departed(rg, members)):
-            rg.ctl.abort(e, f"member {rg.member}: a peer died while epoch {e} connected")
-            raise EpochAborted(f"epoch {e} aborted while its group connected")
+            rg.ctl.abort(e, f"member {rg.member}: {why}")
+            raise EpochAborted(f"epoch {e} aborted {where}")
     if "err" in box:
         raise box["err"]
-    return box["pg"]
+    return box.get("ok")
 
 
 def ready_flag(rg) -> str:
@@ -148,7 +158,8 @@ def ready_flag(rg) -> str:
     <step>), "1:<step>:synced" (the group's state at that step: NOTE [who needs the state])."""
     if not rg.has_state:
         return "0"
-    return f"1:{int(rg.step)}" + (":synced" if getattr(rg, "_synced", False) else "")
+    # synced: this member formed an epoch before (the group's epochs it recorded)
+    return f"1:{int(rg.step)}" + (":synced" if rg.stats["epochs"] else "")
 
 
 def plan_transfer(flags: list[str]) -> tuple[int | None, list[int]]:
@@ -213,27 +224,18 @@ def sync_state(rg, src: int, needers: list[int]) -> int:
 
 
 def _off_thread(rg, what: str, fn) -> None:
-    """Run ``fn()`` on a helper thread (NOTE [state transfer off the training thread])."""
-    e, members, box = rg.epoch, rg.members, {}
+    """Run ``fn()`` on a helper thread (NOTE [state transfer off the training thread]),
+    recorded in the flight recorder; its failure aborts the epoch."""
+    e = rg.epoch
     entry = rg.recorder.start(what, [], e, rg.rank)
-
-    def run():
-        try:
-            fn()
-        except BaseException as err:  # handed to the training thread
-            box["err"] = err
-
-    th = threading.Thread(target=run, name=f"xv-{what}-{e}", daemon=True)
-    th.start()
-    while th.is_alive():
-        th.join(rg.timing.slice_s)
-        if th.is_alive() and (rg.ctl.aborted(e) or departed(rg, members)):
-            rg.recorder.finish(entry, "aborted")
-            rg.ctl.abort(e, f"member {rg.member}: a peer died during the state transfer of "
-                            f"epoch {e}")
-            raise EpochAborted(f"epoch {e} aborted during its state transfer")
-    if "err" in box:
+    try:
+        watched(rg, e, rg.members, f"{what}-{e}", fn,
+                f"a peer died during the state transfer of epoch {e}", "during its state transfer")
+    except EpochAborted:
+        rg.recorder.finish(entry, "aborted")
+        raise
+    except BaseException as err:
         rg.recorder.finish(entry, "failed")
-        rg.ctl.abort(e, f"member {rg.member}: {what} failed: {box['err']}")
-        raise EpochAborted(f"epoch {e}: {what} failed: {box['err']}") from box["err"]
+        rg.ctl.abort(e, f"member {rg.member}: {what} failed: {err}")
+        raise EpochAborted(f"epoch {e}: {what} failed: {err}") from err
     rg.recorder.finish(entry, "completed")
