@@ -263,9 +263,8 @@ def _wait_port(host: str, port: int, timeout_s: float) -> None:
     raise TimeoutError(f"coordinator on {host}:{port} not listening after {timeout_s} s")
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (from /proc: torchrun starts each worker in a session
-    of its own, so killing torchrun's process group alone would leave the workers running)."""
+def _process_tree() -> dict[int, list[int]]:
+    """parent pid -> its live children's pids, read from /proc."""
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -275,6 +274,13 @@ def _descendants(pid: int) -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(d))
+    return children
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (torchrun starts each worker in a session of its
+    own, so killing torchrun's process group alone would leave the workers running)."""
+    children = _process_tree()
     out, todo = [], [pid]
     while todo:
         kids = children.get(todo.pop(), [])

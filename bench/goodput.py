@@ -212,19 +212,6 @@ def kill_marked(run: str, popens=()) -> None:
             pass
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-
-
 def _env_of(pid: int) -> dict:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
@@ -343,7 +330,7 @@ def _launch_ckpt(a, workdir: str) -> subprocess.Popen:
 def _worker_pid(way: str, launchers, victim: int) -> int | None:
     """The live worker process of replica ``victim`` (a child of its torchrun), found from
     the process table: it may be a restarted one still importing torch."""
-    for pid in _children(launchers[0 if way == "ckpt" else victim].pid):
+    for pid in E._process_tree().get(launchers[0 if way == "ckpt" else victim].pid, []):
         env = _env_of(pid)
         if way != "ckpt" or env.get("LOCAL_RANK") == str(victim):
             if "TORCHELASTIC_RESTART_COUNT" in env:
