@@ -1,4 +1,6 @@
-# `make check` runs the main job, `make test` the l0 + l1 tiers. Each sets itself up:
+# `make check` runs the main job, `make test` the l0 + l1 tiers without the tests marked
+# heavy (multi-minute trainers and drills; `make test HEAVY=only` runs just those, `HEAVY=run`
+# everything; .ci/run and the CI matrix cells run them too). Each sets itself up:
 # a .venv is created when missing and `-e .[all,dev,bench]` installed (skipped while the stamp
 # is newer than pyproject.toml).
 VENV   ?= .venv
@@ -8,6 +10,8 @@ STAMP  := $(VENV)/.xvendor-installed
 export PIP_CONFIG_FILE := /dev/null
 # Tiers `make test` runs (a CI cell passes its own: make test TIERS=l0,l2).
 TIERS  ?= l0,l1
+HEAVY  ?= skip
+REPORT ?= build/ci-report
 
 .PHONY: check test install clean
 
@@ -27,7 +31,7 @@ check: $(STAMP)
 # Through `xvendor ci run`: pytest's own output, then JUnit XML and the matrix report
 # (Markdown, HTML) in build/ci-report. Fails on any failed test, and when no test ran.
 test: $(STAMP)
-	$(VENV)/bin/xvendor ci run --tier $(TIERS) --report build/ci-report -- $(PYTEST_ARGS)
+	$(VENV)/bin/xvendor ci run --tier $(TIERS) --report $(REPORT) -- --xv-heavy $(HEAVY) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -79,6 +79,33 @@ def test_tier_selection(project):
     result.assert_outcomes(passed=2, skipped=1, deselected=9)  # -k deselects as well
 
 
+HEAVY = """
+import pytest
+
+@pytest.mark.l1
+@pytest.mark.heavy
+def test_drill(): pass
+
+@pytest.mark.l1
+def test_quick(): pass
+
+@pytest.mark.heavy
+def test_unmarked_heavy(): pass
+"""
+
+
+def test_heavy_selection(pytester):
+    pytester.makepyfile(test_heavy=HEAVY)
+    pytester.runpytest("--strict-markers", "-q").assert_outcomes(passed=3)
+    pytester.runpytest("--xv-heavy", "skip", "-q").assert_outcomes(passed=1, deselected=2)
+    pytester.runpytest("--xv-heavy", "only", "-q").assert_outcomes(passed=2, deselected=1)
+    # with a tier: both selections apply
+    result = pytester.runpytest("--xv-tier", "l1", "--xv-heavy", "only", "-q")
+    result.assert_outcomes(passed=1, deselected=2)
+    result = pytester.runpytest("--xv-heavy", "sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
 def test_unknown_tier_is_a_usage_error(project):
     result = project.runpytest("--xv-tier", "l9")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

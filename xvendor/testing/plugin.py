@@ -3,6 +3,8 @@ point, so any project with xvendor installed gets it).
 
 Markers:
     l0 / l1 / l2                   tiers: logic, toolchains without a GPU, real hardware
+    heavy                          minutes of wall time (whole trainers, chaos drills, full
+                                   cross-compile sweeps): in its tier, selected by --xv-heavy
     requires_vendor("amd", ...)    a device of one of these vendors must be present
     requires_arch("gfx950", ...)   a device of one of these exact archs must be present
     requires_toolchain("triton")   these Python distributions must be importable
@@ -17,6 +19,8 @@ Options:
     --xv-tier l0,l1                run only these tiers (unmarked tests count as l0); a tier
                                    that selected tests and ran none of them (all skipped)
                                    fails the run, with the reasons
+    --xv-heavy run|skip|only       with the heavy tests (the default), without them, or only
+                                   them: a quick loop and a CI step that runs the rest
     --xv-arch gfx950               dry run: accelerators report this arch (XVENDOR_ARCH), and
                                    requires_arch is satisfied by it for tests below l2
 
@@ -38,6 +42,8 @@ TIER_MARKERS = {
     "l1": "tier 1: real toolchains without a GPU (cross-compilers, interpreters, CPU SYCL, gloo)",
     "l2": "tier 2: needs the hardware; skipped with a reason where it is absent",
 }
+HEAVY_DOC = ("minutes of wall time (a whole trainer, a chaos drill, a full cross-compile "
+             "sweep); selected by --xv-heavy run|skip|only")
 # toolchain -> the distributions that provide it (any one is enough): torch's ROCm and XPU
 # wheels depend on their own builds of Triton, which install the same `triton` module under
 # another distribution name.
@@ -55,6 +61,9 @@ def pytest_addoption(parser):
     group = parser.getgroup("xvendor", "multi-vendor test tiers (xvendor.testing)")
     group.addoption("--xv-tier", default=None,
                     help="comma-separated tiers to run (l0,l1,l2); unmarked tests count as l0")
+    group.addoption("--xv-heavy", default="run", choices=("run", "skip", "only"),
+                    help="tests marked heavy: run them with the rest (default), skip them "
+                         "(deselected), or run only them")
     group.addoption("--xv-arch", default=None,
                     help="dry-run arch: accelerators report it and requires_arch accepts it "
                          "below tier l2")
@@ -66,6 +75,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for name, doc in TIER_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    config.addinivalue_line("markers", f"heavy: {HEAVY_DOC}")
     config.addinivalue_line("markers", "requires_vendor(*vendors): skip unless a device of "
                                        "one of these vendors (amd, nvidia, intel) is present")
     config.addinivalue_line("markers", "requires_arch(*archs): skip unless a device of one of "
@@ -139,15 +149,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # JUnit XML carries each test's tier, for the matrix report
         item.user_properties.append(("xv_tier", tier_of(item)))
     wanted = config.getoption("--xv-tier")
-    if not wanted:
+    heavy = config.getoption("--xv-heavy")
+    if not wanted and heavy == "run":
         return
-    tiers = {t.strip() for t in wanted.split(",") if t.strip()}
+    tiers = {t.strip() for t in wanted.split(",") if t.strip()} if wanted else set(TIER_MARKERS)
     unknown = tiers - set(TIER_MARKERS)
     if unknown:
         raise pytest.UsageError(f"--xv-tier: unknown tiers {sorted(unknown)}; tiers are l0, l1, l2")
     keep, drop = [], []
     for item in items:
-        (keep if tier_of(item) in tiers else drop).append(item)
+        is_heavy = item.get_closest_marker("heavy") is not None
+        wanted_heavy = heavy == "run" or (heavy == "only") == is_heavy
+        (keep if tier_of(item) in tiers and wanted_heavy else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
