@@ -4,8 +4,9 @@
 CPU launcher with ``--xvendor-ft`` (``import torchft`` resolves to ``xvendor.ft``).
 
 One drill, every assertion on it: after 3 steps committed by both, one worker is killed with
-SIGKILL; the survivor keeps committing alone; torchrun restarts the group, it is admitted at
-a commit with the survivor's state (model, optimizer, LR scheduler, train state) and both
+SIGKILL; the survivor keeps committing alone and redoes no step (every attempt it began
+commits: the step in flight at the kill is kept); torchrun restarts the group, it is
+admitted at a commit with the survivor's state (model, optimizer, LR scheduler, train state) and both
 commit together to the stop step. Then: identical parameters (hash of every parameter's
 bytes), the same committed step and trainer step on both, AdamW's step count = committed
 steps + 1 on both (+ 1: the zero-lr step torchtitan's FT optimizer container takes at
@@ -141,6 +142,14 @@ def test_survivor_commits_through_the_kill(drill):
     assert steps == list(range(steps[0], steps[0] + len(steps)))  # none lost, none twice
     alone = [c for c in _commits(drill["recs"][0]) if c["t0"] > drill["t_kill"] and c["n"] == 1]
     assert alone, "the survivor never committed alone"
+
+
+def test_survivor_redoes_no_step(drill):
+    # xvendor.ft keeps the step in flight at the kill: its all-reduces run again on the
+    # shrunk epoch from kept copies, so every attempt the survivor began was committed
+    attempts = [r for r in drill["recs"][0] if r.get("event") == "attempt"]
+    assert attempts and all(a["committed"] for a in attempts), \
+        [(a["step"], a["n"]) for a in attempts if not a["committed"]]
 
 
 def test_restarted_replica_catches_up_by_state_transfer(drill):
