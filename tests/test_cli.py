@@ -20,6 +20,7 @@ def _xvendor(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.heavy
 def test_check_json_passes_on_this_machine():
     proc = _xvendor("check", "--json")
     assert proc.returncode == 0, proc.stderr

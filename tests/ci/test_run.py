@@ -121,6 +121,7 @@ def _run_in(consumer, monkeypatch, capfd, tiers, report, *pytest_args):
     return subprocess.CompletedProcess([], rc, out, err)
 
 
+@pytest.mark.heavy
 def test_a_consumer_project_end_to_end(consumer, tmp_path, monkeypatch, capfd):
     # pytest's own testpaths (test/), not a hard-coded tests/.
     proc = _run_in(consumer, monkeypatch, capfd, ["l0"], tmp_path / "l0")

@@ -27,6 +27,7 @@ def result() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_max_autotune_benchmarks_every_backend_and_runs_the_winner(result):
     assert result["decision"] == "sycl"
     r = result["auto"]

@@ -154,6 +154,7 @@ def test_kill9_survivors_continue_exactly(coordinator, tmp_path):
 
 
 @pytest.mark.l1
+@pytest.mark.heavy
 def test_torchrun_restarts_the_killed_replica_and_it_rejoins(tmp_path):
     c = CoordinatorProcess(tmp_path, "--min-replicas", "3", "--straggler-factor", "0")
     spec = {"steps": 30, "final_size": 3, "max_steps": 1500,

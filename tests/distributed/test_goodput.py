@@ -94,6 +94,7 @@ def start(run: str, *args: str, **kw) -> subprocess.Popen:
 
 @pytest.mark.l1
 @pytest.mark.timeout(300)
+@pytest.mark.heavy
 def test_quick_run_is_sane_and_leaves_nothing(tmp_path):
     run = uuid.uuid4().hex
     out = tmp_path / "goodput.json"

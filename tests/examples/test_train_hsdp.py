@@ -219,6 +219,7 @@ def _hsdp_kill_drill(tmp_path: Path, device: str, exact: bool, want=None) -> Non
 
 @pytest.mark.l1
 @pytest.mark.timeout(600)
+@pytest.mark.heavy
 def test_hsdp_recipe_survives_a_kill_and_ends_as_a_failure_free_run(tmp_path, failure_free_cpu):
     """2 replica groups x 2 processes, each group under its own torchrun. Rank 1 of group 1
     is SIGKILLed after 8 steps; group 0 shrinks and trains on, torchrun restarts group 1,
@@ -235,6 +236,7 @@ RACE_STEP = 6
 
 @pytest.mark.l1
 @pytest.mark.timeout(600)
+@pytest.mark.heavy
 def test_hsdp_lanes_settle_and_admit_as_one_unit(tmp_path, failure_free_cpu):
     """The two races between lanes, made certain. (b) Rank 1 of group 1 finishes step 6's
     backward, waits 1 s (lane 0 votes and reaches commit meanwhile) and SIGKILLs itself
@@ -323,6 +325,7 @@ def _first_shrunk_commit(lines: list[dict], after: float) -> float:
 
 @pytest.mark.l1
 @pytest.mark.timeout(300)
+@pytest.mark.heavy
 def test_hsdp_whole_replica_group_killed(tmp_path, failure_free_cpu):
     """Both processes of replica group 1 SIGKILLed at once (a node lost). Group 0 never
     stops: both its lanes shrink (at most the interrupted step redone) and train on; group
@@ -349,6 +352,7 @@ def test_hsdp_whole_replica_group_killed(tmp_path, failure_free_cpu):
 
 @pytest.mark.l1
 @pytest.mark.timeout(300)
+@pytest.mark.heavy
 def test_hsdp_sigstopped_worker_evicts_its_replica_group(tmp_path, failure_free_cpu):
     """Rank 1 of replica group 1 SIGSTOPped (a hang). The coordinator's heartbeat verdict
     (``--hb-timeout 2``) evicts its whole replica group: the stopped rank in lane 1 and its
@@ -391,6 +395,7 @@ def test_hsdp_sigstopped_worker_evicts_its_replica_group(tmp_path, failure_free_
 
 @pytest.mark.l1
 @pytest.mark.timeout(300)
+@pytest.mark.heavy
 def test_hsdp_straggler_evicts_its_replica_group(tmp_path, failure_free_cpu):
     """Rank 1 of replica group 1 sleeps 0.6 s at the start of every step. Its group mate
     waits for it in the group's own collectives, so both of group 1's lanes report ~0.6 s
@@ -416,6 +421,7 @@ def test_hsdp_straggler_evicts_its_replica_group(tmp_path, failure_free_cpu):
 
 @pytest.mark.l1
 @pytest.mark.timeout(300)
+@pytest.mark.heavy
 def test_hsdp_coordinator_killed_and_restarted(tmp_path, failure_free_cpu):
     """The coordinator SIGKILLed mid-run (its store with it) and a new one started on the
     same ports. Every worker sees its connection close, is admitted again, the new

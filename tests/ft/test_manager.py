@@ -70,6 +70,7 @@ os._exit(0)
 '''
 
 
+@pytest.mark.heavy
 def test_torchft_style_script_survives_a_kill_and_a_replacement(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

@@ -78,6 +78,7 @@ def _assert_tracks(ours: list[float], stock: list[float]) -> None:
         assert abs(ours[i] - stock[i]) <= 2 ** -8 * moved + bound, (i, ours, stock)
 
 
+@pytest.mark.heavy
 def test_deepseek_with_xvendor_ops_matches_stock(runs):
     ours, stock = runs["deepseek_ours"], runs["deepseek_stock"]
     _assert_tracks(ours.losses, stock.losses)

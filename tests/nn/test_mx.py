@@ -162,6 +162,7 @@ def _train(model, steps, seed=0):
     return losses
 
 
+@pytest.mark.heavy
 def test_mxfp8_training_tracks_bf16():
     torch.manual_seed(0)
     base = TinyMoETransformer().to(torch.bfloat16)

@@ -66,6 +66,7 @@ def test_record_format_is_the_triton_one(records):
         assert triton_keys <= set(r) and r["toolchain"] == "flydsl"
 
 
+@pytest.mark.heavy
 def test_cli_and_check_summary_reuse_the_cache(records, compile_cache, tmp_path):
     out = tmp_path / "r.json"
     env = dict(os.environ, COLUMNS="200",
@@ -123,6 +124,7 @@ def isa(request, tmp_path_factory):
     return arch, recs
 
 
+@pytest.mark.heavy
 def test_mn_major_fragments_use_transposing_lds_reads(isa):
     """MN-major operands reach the matrix instruction through transposing LDS reads (gfx950
     ds_read_b64_tr_b16: 4 elements per read; gfx1250 ds_load_tr16_b128: 8), never one 16-bit

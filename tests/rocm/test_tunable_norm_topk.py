@@ -129,6 +129,7 @@ def records(compile_cache):
 
 
 @pytest.mark.l1
+@pytest.mark.heavy
 def test_candidates_are_the_compiled_spaces(records, compile_cache, monkeypatch):
     monkeypatch.setenv("XVENDOR_CACHE_DIR", str(compile_cache))
     info = devices.hypothetical(ARCH)

@@ -81,6 +81,7 @@ def records():
     return {(r["arch"], r["variant"], r["config"]): r for r in recs}
 
 
+@pytest.mark.heavy
 def test_every_shipped_config_was_compiled(records):
     assert set(records) == {(a, v, c.name) for a, v, c in _jobs()}
     assert len(records) >= 40

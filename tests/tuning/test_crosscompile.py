@@ -59,6 +59,7 @@ def subset(compile_cache):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("template", configs.TEMPLATES)
 @pytest.mark.parametrize("arch", list(SUBSET))
+@pytest.mark.heavy
 def test_compiles_and_passes_the_checks(subset, arch, template, kind):
     cfg = _config(arch, template, kind)
     rec = next(r for r in subset[0] if r["target"] == arch and r["template"] == template

@@ -175,6 +175,7 @@ def test_an_op_no_model_ranks_is_refused(tmp_path):
 
 @pytest.mark.l1
 @pytest.mark.requires_toolchain("flydsl")
+@pytest.mark.heavy
 def test_predict_store_and_export_for_gfx950(tmp_path, monkeypatch, capsys):
     """No gfx950 here: the loop stops after ranking FlyDSL's real compile records with the
     memory-bound model; the best prediction is stored marked predicted, then exported, and
