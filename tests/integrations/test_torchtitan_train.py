@@ -37,7 +37,7 @@ import pytest
 
 from xvendor.integrations.torchtitan import assets, launch
 
-pytestmark = pytest.mark.l1
+pytestmark = [pytest.mark.l1, pytest.mark.heavy]  # one module fixture: three 2-process runs
 
 COMMON = ["--training.steps", "3", "--training.seq_len", "128", "--training.local_batch_size",
           "2", "--debug.deterministic", "--debug.seed", "42"]
@@ -78,7 +78,6 @@ def _assert_tracks(ours: list[float], stock: list[float]) -> None:
         assert abs(ours[i] - stock[i]) <= 2 ** -8 * moved + bound, (i, ours, stock)
 
 
-@pytest.mark.heavy
 def test_deepseek_with_xvendor_ops_matches_stock(runs):
     ours, stock = runs["deepseek_ours"], runs["deepseek_stock"]
     _assert_tracks(ours.losses, stock.losses)

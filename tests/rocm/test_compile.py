@@ -104,7 +104,9 @@ C_STORES = {"gfx950": {4: "buffer_store_dwordx2", 2: "buffer_store_dword",
 ISA_TEMPLATES = ("gemm:NN", "grouped_mm:2Dx2D", "gemm@N=386", "grouped_mm@3Dx2D")
 
 
-@pytest.fixture(scope="module", params=configs.TARGETS)
+# gfx950 in the quick loop, the other targets heavy (each ~60-100 s of compiles)
+@pytest.fixture(scope="module", params=[t if t == "gfx950" else pytest.param(t, marks=pytest.mark.heavy)
+                                        for t in configs.TARGETS])
 def isa(request, tmp_path_factory):
     """(arch, {template: record}) of bench/flydsl_gemm_isa.py (the backend's own launch,
     each compile in its own process) for the default config."""

@@ -148,6 +148,7 @@ def test_candidates_are_the_compiled_spaces(records, compile_cache, monkeypatch)
 
 
 @pytest.mark.l1
+@pytest.mark.heavy
 def test_tuner_style_ranking_makes_predicted_entries(records):
     entries = tunable.predicted_entries(ARCH, records_for=lambda arch, op: records[op])
     assert len(entries) == len(tunable.SHAPES)  # every shape has a clean candidate
@@ -178,6 +179,7 @@ def test_tuner_style_ranking_makes_predicted_entries(records):
 
 
 @pytest.mark.l1
+@pytest.mark.heavy
 def test_export_writes_flydsl_artifacts_its_loader_accepts(records, tmp_path):
     from flydsl.autotune import Autotuner, Config
 

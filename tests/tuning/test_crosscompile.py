@@ -59,7 +59,7 @@ def subset(compile_cache):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("template", configs.TEMPLATES)
 @pytest.mark.parametrize("arch", list(SUBSET))
-@pytest.mark.heavy
+@pytest.mark.heavy  # the subset sweep fixture: ~100 s of compiles
 def test_compiles_and_passes_the_checks(subset, arch, template, kind):
     cfg = _config(arch, template, kind)
     rec = next(r for r in subset[0] if r["target"] == arch and r["template"] == template
@@ -74,12 +74,14 @@ def test_compiles_and_passes_the_checks(subset, arch, template, kind):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("arch", list(SUBSET))
+@pytest.mark.heavy  # the subset sweep fixture: ~100 s of compiles
 def test_default_config_serves_every_grouped_layout(subset, arch, variant):
     rec = next(r for r in subset[0] if r["target"] == arch and r["template"] == variant)
     assert rec["default"] and rec["ok"], rec["reason"]
     assert rec["mma_instr"].startswith(EXPECTED[arch])
 
 
+@pytest.mark.heavy  # the subset sweep fixture: ~100 s of compiles
 def test_warm_rerun_comes_from_the_cache(subset, compile_cache):
     t0 = time.perf_counter()
     again = sweep.sweep("triton", jobs=JOBS, cache_dir=compile_cache)
@@ -108,6 +110,7 @@ def test_specialization_is_the_runtimes(arch, pointer_range):
     assert options["num_warps"] == cfg.num_warps
 
 
+@pytest.mark.heavy  # the subset sweep fixture: ~100 s of compiles
 def test_cli_writes_the_report(subset, compile_cache, tmp_path):
     out = tmp_path / "r.json"
     env = dict(os.environ, COLUMNS="200",
@@ -128,6 +131,7 @@ def test_cli_writes_the_report(subset, compile_cache, tmp_path):
     assert "10/10 configs valid" in proc.stdout
 
 
+@pytest.mark.heavy  # the subset sweep fixture: ~100 s of compiles
 def test_summary_for_check(subset, compile_cache):
     rows = compile_cli.summary_for_check(cache_dir=compile_cache)
     assert {(r["target"], r["template"]) for r in rows} == {
