@@ -623,7 +623,17 @@ def install_default_tuned_hook(hook: str | Callable | None) -> None:
     set_tuned_lookup(hook)
 
 
-@torch.compiler.assume_constant_result
+def assume_constant_result(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result`` without its import of ``torch._dynamo``
+    (about 2 s of every process start, paid by an eager job too: a restarted worker that
+    rejoins its group waits for it). torch's decorator only sets this flag, which Dynamo
+    reads when it traces a call (``tests/dispatch/test_engine_import.py`` checks that it
+    still does)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@assume_constant_result
 def _floor_decided(op: str, device: torch.device, dtype: torch.dtype,
                    backend: str | None) -> bool:
     """Whether the decision for (op, device, dtype) is the floor, taken at trace time
