@@ -462,6 +462,11 @@ def summarize(way, recs, kills, R, t_start, t1, t2, t3, t4) -> dict:
                 lost += sum(abs(b - a - 1) for a, b in zip(steps, steps[1:]))
             discarded += sum(1 for r in mine if not r["committed"] and t1 < r["t"] <= t3)
         out["attempts_discarded"] = discarded
+    # A failure-free window in which the job (nearly) stopped is not a failure-free rate:
+    # the goodput against it means nothing, and the table says so instead of printing it.
+    out["invalid"] = ("stalled in a failure-free window (useful steps/s "
+                      + ", ".join(f"{x:.2f}" for x in ff) + ")"
+                      if len(ff) > 1 and min(ff) < 0.25 * max(ff) else None)
     out.update(steps_lost=lost, recover_s=recover, whole_s=whole,
                recover_mean_s=statistics.mean(recover) if recover else None,
                whole_mean_s=statistics.mean(whole) if whole else None,
@@ -476,8 +481,9 @@ def _row(r: dict) -> str:
     rec = "-" if r["recover_mean_s"] is None else f"{r['recover_mean_s']:.2f} s"
     whole = "-" if r["whole_mean_s"] is None else f"{r['whole_mean_s']:.2f} s"
     ff = ", ".join(f"{x:.2f}" for x in r["ff_rates"])
+    good = (f"n/a: {r['invalid']}" if r.get("invalid") else f"**{r['goodput']:.3f}**")
     return (f"| {r['way']} | {r['ff_rate']:.2f} ({ff})"
-            f" | {r['rate']:.2f} | **{r['goodput']:.3f}** | {r['steps_fraction']:.3f} | "
+            f" | {r['rate']:.2f} | {good} | {r['steps_fraction']:.3f} | "
             f"{r['landed']}/{r['failures']} | {lost} | {rec} | {whole} |")
 
 

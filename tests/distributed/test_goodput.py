@@ -70,6 +70,18 @@ def test_resilient_accounting_weights_steps_by_replicas():
         "steps_lost"] == 5
 
 
+@pytest.mark.l0
+def test_a_stalled_failure_free_window_voids_the_goodput():
+    # 2 replicas commit steps 1..10 (t = 1..10) and then nothing: the second failure-free
+    # window (t 20..30) has no step, so its rate is no baseline to divide by
+    recs = [_attempt(r, s, float(s)) for r in (0, 1) for s in range(1, 11)]
+    r = goodput.summarize("xvendor", recs, [], 2, 0.0, 5.0, 10.0, 20.0, 30.0)
+    assert r["ff_rates"][1] == 0.0 and r["invalid"].startswith("stalled")
+    assert "n/a: stalled" in goodput._row(r) and "**" not in goodput._row(r)
+    r = goodput.summarize("xvendor", recs, [], 2, 0.0, 5.0, 10.0, 10.0, 10.0)
+    assert r["invalid"] is None  # one window only: nothing to compare
+
+
 def marked(run: str) -> list[int]:
     """Live processes whose environment carries the bench's marker for this run."""
     out = []
