@@ -66,7 +66,7 @@ if ROOT not in sys.path:
 from xvendor.distributed import authstore as A  # noqa: E402
 from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
-from xvendor.distributed.membership import plan_transfer  # noqa: E402
+from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
 
 PER_SHARD = 2500  # members per shard process (two sockets each)
 
@@ -153,6 +153,7 @@ class Member:
         self.epoch = -1
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
+        self.left_seen, self.left = 0, set()
 
     # control-plane reads, as ``Control`` does them
     async def record(self, e: int) -> dict | None:
@@ -192,13 +193,21 @@ class Member:
             self.dead_seen += 1
         return self.dead
 
+    async def left_list(self) -> set:
+        n = await self.s.add(cp.KEY_LEFT_SEQ, 0)
+        while self.left_seen < n:
+            key = f"{cp.ROOT}leftlist/{self.left_seen}"
+            if not await self.s.check([key]):
+                break
+            self.left.add(int(await self.s.get(key)))
+            self.left_seen += 1
+        return self.left
+
     async def departed(self, members: list[int]) -> set[int]:
-        dead = await self.dead_list()
-        gone = set()
-        for m in members:
-            if m in dead or await self.s.check([cp.key_left(m)]):
-                gone.add(m)
-        return gone
+        dead, left = await self.dead_list(), await self.left_list()
+        return {m for m in members if m in dead or m in left}
+
+
 
     # the member's life
     async def run(self) -> None:
@@ -305,12 +314,25 @@ class Member:
         members = rec["members"]
         self.shard.event("seen", self.idx, self.member, e, time.time())
         keys = [cp.key_ready(e, m) for m in members]
+        n = len(members)
         await self.s.set(cp.key_ready(e, self.member),
                          f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
+        mine = await self.s.add(cp.key_ready_count(e), 1)
         t0, polls = time.monotonic(), 0
-        while not await self.s.check(keys):
+        plan_key = cp.key_plan(e)
+        while True:  # membership.meet
             if self.killed:
                 raise Killed()
+            if await self.s.check([plan_key]):
+                src, _ = decode_plan((await self.s.get(plan_key)).decode(), n)
+                break
+            if (mine >= n or (polls >= 40 and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
+                    and await self.s.check(keys):
+                flags = await self.s.multi_get(keys)
+                src, need = plan_transfer([f.decode() for f in flags])
+                won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
+                src, _ = decode_plan(won.decode(), n)
+                break
             polls += 1
             if polls % 4:
                 await asyncio.sleep(t["slice_s"] / 4)
@@ -322,8 +344,6 @@ class Member:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
             await asyncio.sleep(t["slice_s"] / 4)
-        flags = await self.s.multi_get(keys)
-        src, _ = plan_transfer([f.decode() for f in flags])
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
@@ -371,6 +391,9 @@ class Member:
     async def verdict(self, ok: bool) -> bool:
         e, s, me = self.epoch, self.step, self.member
         await self.s.set(cp.key_vote(e, s, me), "1" if ok else "0")
+        mine, polls = await self.s.add(cp.key_vote_count(e, s), 1), 0
+        if s >= 2:
+            await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
         if not ok:
             await self.abort(e, f"member {me}: a collective of step {s} failed")
         key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in self.members]
@@ -379,7 +402,9 @@ class Member:
                 raise Killed()
             if await self.s.check([key]):
                 return (await self.s.get(key)) == b"commit"
-            if await self.s.check(votes):
+            polls += 1
+            if (mine >= len(votes) or (polls >= 40 and await self.s.add(
+                    cp.key_vote_count(e, s), 0) >= len(votes))) and await self.s.check(votes):
                 got = await self.s.multi_get(votes)
                 want = "commit" if got and all(v == b"1" for v in got) else "redo"
                 return (await self.s.cas(key, "", want)) == b"commit"
@@ -626,9 +651,11 @@ class Run:
         self.coord_log.close()
 
 
-def measure(n: int, args, log=lambda msg: None) -> dict:
-    """One size, every phase; the figures as a dict (see the module docstring)."""
-    out: dict = {"members": n}
+def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict:
+    """One size, every phase; the figures as a dict (see the module docstring). ``out``
+    receives them as they are measured (what a failed phase left is kept there)."""
+    out = {} if out is None else out
+    out["members"] = n
     run = Run(n, args, log)
     try:
         pid = run.coord.pid
@@ -646,11 +673,19 @@ def measure(n: int, args, log=lambda msg: None) -> dict:
         time.sleep(0.5)
         run.pump()
         hb0 = {j: dict(s) for j, s in run.shard_stats.items()}
-        c0, t0 = _proc_cpu(pid), time.monotonic()
+        keys0 = run.ctl.store.num_keys()
+        shard_cpu = lambda: sum(_proc_cpu(p.pid) for p, _ in run.shards)  # noqa: E731
+        c0, s0, t0 = _proc_cpu(pid), shard_cpu(), time.monotonic()
+        step0 = int(run.ctl.get(cp.key_progress(ids[0])) or 0)
         end = t0 + args.steady_s
         while time.monotonic() < end:
             run.pump()
-        c1, t1 = _proc_cpu(pid), time.monotonic()
+        c1, s1, t1 = _proc_cpu(pid), shard_cpu(), time.monotonic()
+        steps = int(run.ctl.get(cp.key_progress(ids[0])) or 0) - step0
+        out["steady_steps"] = steps
+        out["store_keys_per_step"] = ((run.ctl.store.num_keys() - keys0) / steps
+                                      if steps else None)
+        out["sim_cores"] = (s1 - s0) / (t1 - t0)
         run.pump()
         hb = sum(s["hb"] - hb0.get(j, {}).get("hb", 0) for j, s in run.shard_stats.items())
         hbb = sum(s["hb_bytes"] - hb0.get(j, {}).get("hb_bytes", 0)
@@ -677,6 +712,8 @@ def measure(n: int, args, log=lambda msg: None) -> dict:
         rec = run.ctl.record(e + 1)
         seen = [ev[4] for ev in run.events["seen"] if ev[3] == e + 1]
         out["kill"] = len(victims)
+        out["killed"], out["kill_epoch"] = victims, rec["members"]
+        out["kill_members"] = len(rec["members"])
         out["kill_agreed_s"] = min(seen) - t_kill
         out["kill_formed_s"] = t_new - t_kill
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
@@ -701,6 +738,7 @@ def measure(n: int, args, log=lambda msg: None) -> dict:
         out["straggler_evicted_s"] = t_evicted - t_slow
         out["straggler_formed_after_verdict_s"] = t_new - t_evicted
         out["straggler_why"] = why
+        out["straggler"], out["straggler_epoch"] = slow, rec["members"]
         out["coordinator_cpu_total_s"] = _proc_cpu(pid) - cpu0
         out["excluded"] = [ev[2] for ev in run.events["excluded"]]
     finally:
@@ -714,7 +752,8 @@ def table(rows: list[dict]) -> str:
             ("kill_formed_s", "kill->formed s", "{:.3f}"),
             ("straggler_evicted_s", "straggler evicted s", "{:.2f}"),
             ("straggler_formed_after_verdict_s", "evicted->formed s", "{:.3f}"),
-            ("steady_cores", "coord cores", "{:.2f}"),
+            ("steady_cores", "coord cores", "{:.2f}"), ("sim_cores", "sim cores", "{:.2f}"),
+            ("steady_steps", "steps", "{:d}"), ("store_keys_per_step", "keys/step", "{:.0f}"),
             ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),
             ("bytes_per_heartbeat", "B/heartbeat", "{:.0f}"),
             ("heartbeats_per_s", "heartbeats/s", "{:.0f}"),
@@ -724,6 +763,8 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(" | ".join(
             (f.format(r[k]) if r.get(k) is not None else "-").rjust(len(h)) for k, h, f in cols))
+    lines.append("(coord cores, sim cores: CPU of the coordinator process and of the simulating "
+                 "processes during the steady phase; B/heartbeat: store request + reply frames)")
     return "\n".join(lines)
 
 
@@ -768,13 +809,14 @@ def main(argv=None) -> int:
             print(f"  ... {msg}", file=sys.stderr, flush=True)
     for n in sizes:
         print(f"{n} members ...", file=sys.stderr, flush=True)
+        part: dict = {}
         try:
-            rows.append(measure(n, args, log))
+            rows.append(measure(n, args, log, part))
         except (TimeoutError, RuntimeError, AssertionError) as e:
-            rows.append({"members": n, "error": str(e)})
+            rows.append(dict(part, error=str(e)))
             print(f"{n} members: FAILED: {e}", file=sys.stderr, flush=True)
         print(table(rows[-1:]), file=sys.stderr, flush=True)
-    print(table([r for r in rows if "error" not in r]))
+    print(table(rows))
     for r in rows:
         if "error" in r:
             print(f"{r['members']} members: {r['error']}")

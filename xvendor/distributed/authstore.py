@@ -13,7 +13,9 @@ binary protocol on the wire, where every connection must first prove it holds th
 
 A wrong proof, a frame longer than ``MAX_FRAME``, an unknown op or malformed fields close
 that connection and change nothing; so does silence before the proof for ``HANDSHAKE_S``.
-At most ``MAX_CONNS`` connections are held; more are closed on accept. The token never
+At most ``max_conns()`` connections are held (half the process's open-file limit, at least
+``MAX_CONNS``: a member holds two or three, and 10,000 members need ``ulimit -n`` past 30,000;
+the front port counts its own the same way); more are closed on accept. The token never
 crosses the wire and is never logged.
 
 Waiting reads (``get`` of a missing key, ``wait``) poll on the client, so the server keeps
@@ -37,6 +39,17 @@ import torch.distributed as dist
 MAGIC = b"XVS1"
 MAX_FRAME = 4 << 20        # control-plane values are small (gloo addresses < 1 KiB)
 MAX_CONNS = 4096
+
+
+def max_conns() -> int:
+    """Connections one listener holds: half the open-file limit (the front port and the store
+    share it), less a reserve, and never below ``MAX_CONNS``. NOTE [scale]: a fixed 4096 turned
+    every member past the 2048th away (each holds a front link and store links)."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(MAX_CONNS, (soft - 256) // 2)
 HANDSHAKE_S = 5.0
 _LEN = struct.Struct(">I")
 
@@ -136,6 +149,7 @@ class StoreServer:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listen, selectors.EVENT_READ)
         self._peers: dict[socket.socket, _Peer] = {}
+        self.max_conns = max_conns()
         self.refused = 0  # connections closed for a failed proof or a protocol error
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="xv-store", daemon=True)
@@ -168,7 +182,7 @@ class StoreServer:
             self._admit(s)
 
     def _admit(self, s: socket.socket) -> None:
-        if len(self._peers) >= MAX_CONNS:
+        if len(self._peers) >= self.max_conns:
             s.close()
             self.refused += 1
             return
