@@ -136,6 +136,10 @@ class Store:
         st, f = await self.call(A.MGET, [self.k(x) for x in keys])
         return f if st == A.OK else None
 
+    async def wait_any(self, keys: list[str], timeout_s: float) -> None:
+        ms = str(int(timeout_s * 1000)).encode()
+        await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+
     def close(self, hard: bool) -> None:
         if self.w is not None:
             (self.w.transport.abort if hard else self.w.close)()
@@ -225,7 +229,7 @@ class Member:
             while await self.record(0) is None:  # env.join
                 if time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
-                await asyncio.sleep(self.timing["slice_s"])
+                await self.s.wait_any([cp.key_epoch(0)], 1.0)
             await self.converge(after=-1)
             while True:
                 await self.one_step()
@@ -313,12 +317,12 @@ class Member:
         t = self.timing
         members = rec["members"]
         self.shard.event("seen", self.idx, self.member, e, time.time())
-        keys = [cp.key_ready(e, m) for m in members]
-        n = len(members)
+        n = len(members)  # the keys are built only by a member that decides (a real member
+        # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
         await self.s.set(cp.key_ready(e, self.member),
                          f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
         mine = await self.s.add(cp.key_ready_count(e), 1)
-        t0, polls = time.monotonic(), 0
+        t0 = time.monotonic()
         plan_key = cp.key_plan(e)
         while True:  # membership.meet
             if self.killed:
@@ -326,24 +330,21 @@ class Member:
             if await self.s.check([plan_key]):
                 src, _ = decode_plan((await self.s.get(plan_key)).decode(), n)
                 break
-            if (mine >= n or (polls >= 40 and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
-                    and await self.s.check(keys):
+            late = time.monotonic() - t0 > 1.0
+            if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
+                    and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
                 flags = await self.s.multi_get(keys)
                 src, need = plan_transfer([f.decode() for f in flags])
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
                 src, _ = decode_plan(won.decode(), n)
                 break
-            polls += 1
-            if polls % 4:
-                await asyncio.sleep(t["slice_s"] / 4)
-                continue
             if await self.aborted(e):
                 raise Aborted()
             gone = await self.departed(members)
             if gone or time.monotonic() - t0 > t["join_timeout_s"]:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
-            await asyncio.sleep(t["slice_s"] / 4)
+            await self.s.wait_any([plan_key, cp.key_abort(e)], 0.5)
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
@@ -391,26 +392,30 @@ class Member:
     async def verdict(self, ok: bool) -> bool:
         e, s, me = self.epoch, self.step, self.member
         await self.s.set(cp.key_vote(e, s, me), "1" if ok else "0")
-        mine, polls = await self.s.add(cp.key_vote_count(e, s), 1), 0
+        mine, t0 = await self.s.add(cp.key_vote_count(e, s), 1), time.monotonic()
         if s >= 2:
             await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
         if not ok:
             await self.abort(e, f"member {me}: a collective of step {s} failed")
-        key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in self.members]
+        key, n = cp.key_verdict(e, s), len(self.members)  # votes: see form()
         while True:
             if self.killed:
                 raise Killed()
             if await self.s.check([key]):
                 return (await self.s.get(key)) == b"commit"
-            polls += 1
-            if (mine >= len(votes) or (polls >= 40 and await self.s.add(
-                    cp.key_vote_count(e, s), 0) >= len(votes))) and await self.s.check(votes):
+            late = time.monotonic() - t0 > 1.0
+            if (mine >= n or (late and await self.s.add(cp.key_vote_count(e, s), 0) >= n)) \
+                    and await self.s.check(votes := [cp.key_vote(e, s, m) for m in self.members]):
                 got = await self.s.multi_get(votes)
                 want = "commit" if got and all(v == b"1" for v in got) else "redo"
                 return (await self.s.cas(key, "", want)) == b"commit"
             if await self.aborted(e):
                 return (await self.s.cas(key, "", "redo")) == b"commit"
-            await asyncio.sleep(self.timing["slice_s"] / 4)
+            bound = (self.timing["hb_timeout_s"] + 0.05 + self.timing["agent_tick_s"]
+                     + self.timing["slice_s"] + self.timing["margin_s"])  # call_bound_s
+            if time.monotonic() - t0 > bound:
+                await self.abort(e, f"member {me}: no verdict on step {s} within the call bound")
+            await self.s.wait_any([key, cp.key_abort(e)], min(0.5, bound / 4))
 
 
 # -- a shard process: many members on one event loop ----------------------------------------
@@ -510,15 +515,22 @@ def _proc_rss(pid: int) -> int:
     return 0
 
 
-def raise_fd_limit(need: int) -> None:
+def raise_fd_limit(n: int) -> None:
+    """The coordinator holds two connections per simulated member (front link, store link;
+    a real member holds three or four) and its listeners take half the open-file limit
+    each (``authstore.max_conns``): raise the limit it inherits, or say how far it goes."""
+    need = 2 * (n + 128) + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= need:
         return
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (max(need, soft), max(need, hard)))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, max(need, hard)))
     except (ValueError, OSError):
-        raise SystemExit(f"--members needs about {need} open files per process; ulimit -n "
-                         f"is {soft} (hard {hard}): raise it") from None
+        most = (hard - 256) // 2 - 128
+        raise ValueError(f"--members {n}: the coordinator needs about {need} open files "
+                         f"(ulimit -n), this process may raise it only to {hard}: at most "
+                         f"{most} members here (raise the hard limit, as root with "
+                         f"CAP_SYS_RESOURCE)") from None
 
 
 class Run:
@@ -532,7 +544,7 @@ class Run:
         with open(tf, "w") as f:
             f.write(self.token)
         os.chmod(tf, 0o600)
-        raise_fd_limit(3 * n + 1024)
+        raise_fd_limit(n)
         self.port = _free_port_pair()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
@@ -812,7 +824,7 @@ def main(argv=None) -> int:
         part: dict = {}
         try:
             rows.append(measure(n, args, log, part))
-        except (TimeoutError, RuntimeError, AssertionError) as e:
+        except (TimeoutError, RuntimeError, AssertionError, ValueError) as e:
             rows.append(dict(part, error=str(e)))
             print(f"{n} members: FAILED: {e}", file=sys.stderr, flush=True)
         print(table(rows[-1:]), file=sys.stderr, flush=True)

@@ -156,6 +156,18 @@ class Control:
             self.store.set(KEY_LATEST, str(e))
         return json.loads(won)
 
+    def wait_any(self, keys: list[str], timeout_s: float, poll_s: float) -> bool:
+        """Until one of ``keys`` exists or ``timeout_s`` passed: True if the store waited on
+        the server (the coordinator's, ``authstore.wait_any``: NOTE [scale] there), False
+        after sleeping ``poll_s`` (a store that cannot, the agent's TCPStore): the caller
+        polls as before."""
+        fn = getattr(self.store, "wait_any", None)
+        if fn is None:
+            time.sleep(poll_s)
+            return False
+        fn(keys, timeout_s)
+        return True
+
     def latest_hint(self) -> int:
         raw = self.get(KEY_LATEST)
         return int(raw) if raw else 0

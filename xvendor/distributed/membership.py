@@ -80,31 +80,34 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     once, computes the plan and posts it (``plan/<e>``, first proposal wins); the others
     poll that one small key. The count is a hint only (a request repeated on a new leading
     replica may add twice): the keys decide, whoever sees a count of ``n`` or more may
-    decide, and after 40 polls every member reads the count and may (the decider died)."""
+    decide, and after a second every member reads the count and may (the decider died).
+    On the coordinator's store the others do not poll but wait on the server for the plan
+    key or the abort flag (``Control.wait_any``)."""
     n, store = len(members), rg.ctl.store
     keys = [cp.key_ready(e, m) for m in members]
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
-    mine, polls = int(store.add(cp.key_ready_count(e), 1)), 0
-    plan_key = cp.key_plan(e)
+    mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
+    plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
     while True:
         if store.check([plan_key]):
             return decode_plan(store.get(plan_key).decode(), n)
-        if (mine >= n or (polls >= 40 and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
+        late = time.monotonic() - began > 1.0
+        if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
                 and store.check(keys):
             src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
             won = store.compare_set(plan_key, "", encode_plan(src, needers, n)).decode()
             return decode_plan(won, n)
         polls += 1
-        if polls % 4:  # arrivals are polled often, deaths and aborts every 4th time
-            time.sleep(rg.timing.slice_s / 4)
-            continue
-        if rg.ctl.aborted(e):
-            raise EpochAborted(f"epoch {e} aborted while forming")
-        gone = departed(rg, members)
-        if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
-            rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
-            raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
-        time.sleep(rg.timing.slice_s / 4)
+        if waited or polls % 4 == 0:  # polling: deaths and aborts every 4th time
+            if rg.ctl.aborted(e):
+                raise EpochAborted(f"epoch {e} aborted while forming")
+            gone = departed(rg, members)
+            if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
+                rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
+                raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
+        # the plan or an abort wakes this at once (a death aborts the epoch); a member that
+        # left cleanly is seen within the wait
+        waited = rg.ctl.wait_any([plan_key, abort_key], 0.5, rg.timing.slice_s / 4)
 
 
 def encode_plan(src: int | None, needers: list[int], n: int) -> str:
