@@ -41,6 +41,12 @@ flight recorder, newcomers, and the several store connections a real member open
 main thread, its heartbeat thread and its data plane each have one; a simulated member
 sends all of that on one connection, in order, so a heartbeat can queue behind its own
 control request). Many members share a process, so one slow event loop delays many.
+
+Descriptors: the coordinator holds two per simulated member and its listeners are sized from
+its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
+where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
+fit. ``--connect-concurrency`` bounds the admissions in flight per shard process (a member
+whose hello the coordinator does not read within its 5 s handshake window is closed).
 """
 
 from __future__ import annotations

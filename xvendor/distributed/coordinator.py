@@ -82,6 +82,7 @@ class _Lane:
     ctl: cp.Control
     verdicts: Verdicts
     arrivals: list[int] = field(default_factory=list)
+    arrived: set[int] = field(default_factory=set)  # the same ids: O(1) membership
     first_arrival: float | None = None
     formed: bool = False
     fingerprint: str | None = None
@@ -323,8 +324,9 @@ class Coordinator:
                 self.groups.setdefault((str(m.get("replica")), int(m.get("restart") or 0)),
                                        {})[c.lane] = c.member
                 self._groups_since = self._groups_since or time.monotonic()
-        elif not lane.formed and c.member not in lane.arrivals:
+        elif not lane.formed and c.member not in lane.arrived:
             lane.arrivals.append(c.member)
+            lane.arrived.add(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
