@@ -23,3 +23,16 @@ def test_state_goes_to_the_members_that_need_it(flags, plan):
 @pytest.mark.l0
 def test_no_member_holding_state_plans_nothing():
     assert plan_transfer(["0", "0"]) == (None, [])
+
+
+@pytest.mark.l0
+def test_a_posted_transfer_plan_reads_back_as_plan_transfer_made_it():
+    """NOTE [scale]: the plan the last member to arrive posts (receivers, or the ranks that
+    keep their state when fewer) decodes to exactly what ``plan_transfer`` returned."""
+    from xvendor.distributed.membership import decode_plan, encode_plan
+    for flags in (["1:0"] * 5, ["1:7:synced"] * 4, ["1:7:synced", "0", "1:7:synced", "0"],
+                  ["1:3", "1:5", "0"], ["0", "0"]):
+        src, need = plan_transfer(flags)
+        raw = encode_plan(src, need, len(flags))
+        assert decode_plan(raw, len(flags)) == (src, need), flags
+    assert len(encode_plan(0, list(range(1, 10000)), 10000)) < 40  # founders: "keep" [0]

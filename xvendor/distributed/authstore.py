@@ -13,17 +13,25 @@ binary protocol on the wire, where every connection must first prove it holds th
 
 A wrong proof, a frame longer than ``MAX_FRAME``, an unknown op or malformed fields close
 that connection and change nothing; so does silence before the proof for ``HANDSHAKE_S``.
-At most ``MAX_CONNS`` connections are held; more are closed on accept. The token never
+At most ``max_conns()`` connections are held (half the process's open-file limit, at least
+``MAX_CONNS``: a member holds two or three, and 10,000 members need ``ulimit -n`` past 30,000;
+the front port counts its own the same way); more are closed on accept. The token never
 crosses the wire and is never logged.
 
-Waiting reads (``get`` of a missing key, ``wait``) poll on the client, so the server keeps
-no waiters and answers every request at once.
+Waiting reads (``get`` of a missing key, ``wait``) poll on the client. One request waits on
+the server: ``wait_any(keys, timeout)`` is answered as soon as one of the keys exists (its
+index) or when the timeout passes (missing). NOTE [scale]: members waiting for an epoch,
+a plan or a verdict used to poll the store every few milliseconds each; 1,000 of them
+polling kept one store thread busy with nothing, and delayed the requests that mattered.
+A connection holds at most one such wait (a second one closes it), up to ``MAX_WAIT_S``.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
 import hashlib
+import heapq
 import hmac
 import secrets
 import selectors
@@ -37,10 +45,22 @@ import torch.distributed as dist
 MAGIC = b"XVS1"
 MAX_FRAME = 4 << 20        # control-plane values are small (gloo addresses < 1 KiB)
 MAX_CONNS = 4096
+
+
+def max_conns() -> int:
+    """Connections one listener holds: half the open-file limit (the front port and the store
+    share it), less a reserve, and never below ``MAX_CONNS``. NOTE [scale]: a fixed 4096 turned
+    every member past the 2048th away (each holds a front link and store links)."""
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(MAX_CONNS, (soft - 256) // 2)
 HANDSHAKE_S = 5.0
 _LEN = struct.Struct(">I")
 
-SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET = range(1, 10)
+SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET, WAIT = range(1, 11)
+MAX_WAIT_S = 10.0
 OK, MISSING = 0, 1
 
 
@@ -79,26 +99,40 @@ class KV:
     def __init__(self):
         self._d: dict[bytes, bytes] = {}
         self._lock = threading.Lock()
+        self.on_write = None  # called with each key written (StoreServer: wakes waiters)
+
+    def first_present(self, keys: list[bytes]) -> int | None:
+        with self._lock:
+            return next((i for i, k in enumerate(keys) if k in self._d), None)
+
+    def _wrote(self, keys) -> None:
+        if self.on_write is not None:
+            for k in keys:
+                self.on_write(k)
 
     def apply(self, op: int, f: list[bytes]) -> tuple[int, list[bytes]]:
         with self._lock:
             d = self._d
             if op == SET and len(f) == 2:
                 d[f[0]] = f[1]
+                self._wrote(f[:1])
                 return OK, []
             if op == MSET and len(f) % 2 == 0:
                 d.update(zip(f[0::2], f[1::2]))
+                self._wrote(f[0::2])
                 return OK, []
             if op == GET and len(f) == 1:
                 return (OK, [d[f[0]]]) if f[0] in d else (MISSING, [])
             if op == ADD and len(f) == 2:
                 v = int(d.get(f[0], b"0")) + int(f[1])
                 d[f[0]] = str(v).encode()
+                self._wrote(f[:1])
                 return OK, [d[f[0]]]
             if op == CAS and len(f) == 3:
                 cur = d.get(f[0])
                 if (cur is None and f[1] == b"") or (cur is not None and cur == f[1]):
                     d[f[0]] = f[2]
+                    self._wrote(f[:1])
                     return OK, [f[2]]
                 return OK, [f[1] if cur is None else cur]
             if op == CHECK:
@@ -116,11 +150,12 @@ class KV:
 
 
 class _Peer:
-    __slots__ = ("nonce", "authed", "buf", "out", "since")
+    __slots__ = ("nonce", "authed", "buf", "out", "since", "wait")
 
     def __init__(self, nonce: bytes):
         self.nonce, self.authed, self.buf, self.out = nonce, False, b"", b""
         self.since = time.monotonic()
+        self.wait = None  # its pending wait_any: [sock, keys, done]
 
 
 class StoreServer:
@@ -136,6 +171,16 @@ class StoreServer:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listen, selectors.EVENT_READ)
         self._peers: dict[socket.socket, _Peer] = {}
+        self._unauthed: dict[socket.socket, _Peer] = {}  # oldest first: the handshake sweep
+        self._waiters: dict[bytes, dict[int, list]] = {}  # key -> {id(wait): wait}
+        self._deadlines: list = []  # heap of (deadline, id, wait)
+        self._written: collections.deque = collections.deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ)
+        self.kv.on_write = self._on_write
+        self.max_conns = max_conns()
         self.refused = 0  # connections closed for a failed proof or a protocol error
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="xv-store", daemon=True)
@@ -147,17 +192,82 @@ class StoreServer:
 
     def _serve(self) -> None:
         while not self._stop:
-            for key, mask in self._sel.select(timeout=0.5):
+            wait = 0.5 if not self._deadlines else \
+                max(0.0, min(0.5, self._deadlines[0][0] - time.monotonic()))
+            for key, mask in self._sel.select(timeout=wait):
                 if key.fileobj is self._listen:
                     self._accept()
+                elif key.fileobj is self._wake_r:
+                    try:
+                        self._wake_r.recv(4096)
+                    except OSError:
+                        pass
                 elif mask & selectors.EVENT_READ:
                     self._read(key.fileobj)
                 if mask & selectors.EVENT_WRITE and key.fileobj in self._peers:
                     self._flush(key.fileobj)
+            self._wake_written()
             now = time.monotonic()
-            for s, p in list(self._peers.items()):  # a client that never proves itself
-                if not p.authed and now - p.since > HANDSHAKE_S:
-                    self._close(s, refused=True)
+            while self._deadlines and self._deadlines[0][0] <= now:
+                _, _, w = heapq.heappop(self._deadlines)
+                self._answer(w, None)
+            for s, p in list(self._unauthed.items()):  # a client that never proves itself
+                if now - p.since <= HANDSHAKE_S:
+                    break
+                self._close(s, refused=True)
+
+    # -- waits (NOTE [scale] above) --------------------------------------------------------
+    def _on_write(self, key: bytes) -> None:
+        """A key was written (by any thread): wake its waiters from the serving thread."""
+        if key in self._waiters:
+            self._written.append(key)
+            if threading.get_ident() != self._thread.ident:
+                try:
+                    self._wake_w.send(b"!")
+                except OSError:  # the pipe is full: a wake-up is pending anyway
+                    pass
+
+    def _wake_written(self) -> None:
+        while self._written:
+            key = self._written.popleft()
+            for w in list(self._waiters.get(key, {}).values()):
+                self._answer(w, w[1].index(key))
+
+    def _start_wait(self, s: socket.socket, p: _Peer, f: list[bytes]) -> None:
+        if p.wait is not None:
+            raise ValueError("a second wait on one connection")
+        if not f:
+            raise ValueError("a wait without a timeout")
+        timeout, keys = min(int(f[0]) / 1000, MAX_WAIT_S), f[1:]
+        i = self.kv.first_present(keys)
+        if i is not None or timeout <= 0 or not keys:
+            self._send(s, p, _pack(OK, [str(i).encode()]) if i is not None else _pack(MISSING, []))
+            return
+        w = p.wait = [s, keys, False]
+        for k in keys:
+            self._waiters.setdefault(k, {})[id(w)] = w
+        heapq.heappush(self._deadlines, (time.monotonic() + timeout, id(w), w))
+        # written between the check and the registration (another thread): answer now
+        i = self.kv.first_present(keys)
+        if i is not None:
+            self._answer(w, i)
+
+    def _answer(self, w: list, index: int | None) -> None:
+        if w[2]:
+            return
+        w[2] = True
+        for k in w[1]:
+            ws = self._waiters.get(k)
+            if ws is not None:
+                ws.pop(id(w), None)
+                if not ws:
+                    del self._waiters[k]
+        p = self._peers.get(w[0])
+        if p is None or p.wait is not w:
+            return
+        p.wait = None
+        self._send(w[0], p, _pack(OK, [str(index).encode()]) if index is not None
+                   else _pack(MISSING, []))
 
     def _accept(self) -> None:
         while True:  # drain the backlog: a burst of connections is served in one pass
@@ -168,7 +278,7 @@ class StoreServer:
             self._admit(s)
 
     def _admit(self, s: socket.socket) -> None:
-        if len(self._peers) >= MAX_CONNS:
+        if len(self._peers) >= self.max_conns:
             s.close()
             self.refused += 1
             return
@@ -176,6 +286,7 @@ class StoreServer:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         p = _Peer(secrets.token_bytes(16))
         self._peers[s] = p
+        self._unauthed[s] = p
         self._sel.register(s, selectors.EVENT_READ)
         self._send(s, p, MAGIC + p.nonce)
 
@@ -207,6 +318,7 @@ class StoreServer:
             if not hmac.compare_digest(p.buf[:32], proof(self._token, p.nonce)):
                 raise ValueError("wrong proof")
             p.authed, p.buf = True, p.buf[32:]
+            self._unauthed.pop(s, None)
         while len(p.buf) >= 4:
             (n,) = _LEN.unpack_from(p.buf)
             if n > MAX_FRAME:
@@ -214,7 +326,11 @@ class StoreServer:
             if len(p.buf) < 4 + n:
                 return
             body, p.buf = p.buf[4:4 + n], p.buf[4 + n:]
-            status, fields = self.kv.apply(*_unpack(body))
+            op, f = _unpack(body)
+            if op == WAIT:
+                self._start_wait(s, p, f)
+                continue
+            status, fields = self.kv.apply(op, f)
             self._send(s, p, _pack(status, fields))
 
     def _send(self, s: socket.socket, p: _Peer, data: bytes) -> None:
@@ -237,7 +353,11 @@ class StoreServer:
 
     def _close(self, s: socket.socket, refused: bool = False) -> None:
         self.refused += refused
-        self._peers.pop(s, None)
+        p = self._peers.pop(s, None)
+        self._unauthed.pop(s, None)
+        if p is not None and p.wait is not None:
+            w, p.wait = p.wait, None
+            self._answer(w, None)
         try:
             self._sel.unregister(s)
         except (KeyError, ValueError):
@@ -250,6 +370,8 @@ class StoreServer:
         for s in list(self._peers):
             self._close(s)
         self._listen.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
 
 class _Client:
@@ -375,6 +497,13 @@ class AuthStore(dist.Store):
     def delete_key(self, key) -> bool:
         return self._call(DEL, [self._k(key)])[1][0] == b"1"
 
+    def wait_any(self, keys, timeout_s: float) -> int | None:
+        """The index of the first of ``keys`` that exists, as soon as one does; None after
+        ``timeout_s`` (at most ``MAX_WAIT_S``) without any (NOTE [scale])."""
+        ms = str(max(0, int(min(timeout_s, MAX_WAIT_S) * 1000))).encode()
+        status, f = self._call(WAIT, [ms] + [self._k(k) for k in keys])
+        return int(f[0]) if status == OK else None
+
     def num_keys(self) -> int:
         return int(self._call(NUM, [])[1][0])
 
@@ -392,3 +521,11 @@ class LocalStore(AuthStore):
 
     def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
         return self._kv.apply(op, fields)
+
+    def wait_any(self, keys, timeout_s: float) -> int | None:
+        end = time.monotonic() + timeout_s
+        while True:
+            i = self._kv.first_present([self._k(k) for k in keys])
+            if i is not None or time.monotonic() >= end:
+                return i
+            time.sleep(0.005)

@@ -12,12 +12,20 @@ Every key lives under ``xv/``. The protocol, in store terms:
                       that will never arrive). Ranks poll it between wait slices.
 - ``xv/dead/<id>``    a death notice (reason); final: a dead id is never admitted again.
                       ``xv/dead_seq`` + ``xv/deadlist/<n>`` list them in order.
+- ``xv/left/<id>``    the member left cleanly; ``xv/left_seq`` + ``xv/leftlist/<n>`` list
+                      them in order (read incrementally, as the death list: NOTE [scale])
 - ``xv/hb/<id>``      a heartbeat counter; the agent judges staleness by its own clock.
 - ``xv/join/<k>``     join slot ``k`` holds a newcomer id (claimed with compare_set).
 - ``xv/gb/<e>/<s>``   the grow decision of epoch ``e`` at step ``s`` (first proposal wins).
-- ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state).
+- ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state);
+                      ``xv/readyn/<e>`` counts them (a hint), ``xv/plan/<e>`` the state
+                      transfer plan the last to arrive read off them (NOTE [scale] in
+                      membership).
 - ``xv/vote/<e>/<s>/<id>`` a member's collectives of guarded step ``s`` succeeded ("1") or not;
-                      ``xv/verdict/<e>/<s>`` "commit" or "redo", first proposal wins.
+                      ``xv/verdict/<e>/<s>`` "commit" or "redo", first proposal wins;
+                      ``xv/voten/<e>/<s>`` counts the votes (a hint). A member deletes its
+                      vote of step ``s - 2`` when it votes at ``s`` (NOTE [scale] in
+                      stepguard): no key per member per step is kept.
 
 With a ``Coordinator`` every key sits under a job- and lane-specific prefix (``wire``).
 
@@ -81,14 +89,18 @@ def key_left(i: int) -> str: return f"{ROOT}left/{i}"
 def key_join(k: int) -> str: return f"{ROOT}join/{k}"
 def key_grow(e: int, step: int) -> str: return f"{ROOT}gb/{e}/{step}"
 def key_ready(e: int, i: int) -> str: return f"{ROOT}ready/{e}/{i}"
+def key_ready_count(e: int) -> str: return f"{ROOT}readyn/{e}"
+def key_plan(e: int) -> str: return f"{ROOT}plan/{e}"
 def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
 def key_vote(e: int, step: int, i: int) -> str: return f"{ROOT}vote/{e}/{step}/{i}"
 def key_verdict(e: int, step: int) -> str: return f"{ROOT}verdict/{e}/{step}"
+def key_vote_count(e: int, step: int) -> str: return f"{ROOT}voten/{e}/{step}"
 
 
 KEY_LATEST = ROOT + "latest"
 KEY_NEXT_ID = ROOT + "next_id"
 KEY_DEAD_SEQ = ROOT + "dead_seq"
+KEY_LEFT_SEQ = ROOT + "left_seq"
 
 
 def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
@@ -112,6 +124,8 @@ class Control:
         self.incarnation = incarnation  # stamped on every epoch record this view proposes
         self._dead: dict[int, str] = {}
         self._dead_seen = 0
+        self._left: set[int] = set()
+        self._left_seen = 0
 
     # -- plain reads -------------------------------------------------------------------
     def get(self, key: str) -> str | None:
@@ -141,6 +155,18 @@ class Control:
         if e > self.latest_hint():  # a hint only: readers probe forward from it
             self.store.set(KEY_LATEST, str(e))
         return json.loads(won)
+
+    def wait_any(self, keys: list[str], timeout_s: float, poll_s: float) -> bool:
+        """Until one of ``keys`` exists or ``timeout_s`` passed: True if the store waited on
+        the server (the coordinator's, ``authstore.wait_any``: NOTE [scale] there), False
+        after sleeping ``poll_s`` (a store that cannot, the agent's TCPStore): the caller
+        polls as before."""
+        fn = getattr(self.store, "wait_any", None)
+        if fn is None:
+            time.sleep(poll_s)
+            return False
+        fn(keys, timeout_s)
+        return True
 
     def latest_hint(self) -> int:
         raw = self.get(KEY_LATEST)
@@ -176,6 +202,25 @@ class Control:
 
     def is_dead(self, member: int) -> bool:
         return self.store.check([key_dead(member)])
+
+    # -- clean departures ----------------------------------------------------------------
+    def mark_left(self, member: int) -> None:
+        """Post that ``member`` leaves cleanly: its own key, then its place in the list."""
+        self.store.set(key_left(member), "1")
+        n = int(self.store.add(KEY_LEFT_SEQ, 1))
+        self.store.set(f"{ROOT}leftlist/{n - 1}", str(member))
+
+    def left(self) -> set[int]:
+        """Every member that left cleanly so far (incremental, as ``dead``): one request
+        when nobody new left, instead of one per member (NOTE [scale] in membership)."""
+        n = int(self.store.add(KEY_LEFT_SEQ, 0))
+        while self._left_seen < n:
+            key = f"{ROOT}leftlist/{self._left_seen}"
+            if not self.store.check([key]):  # the poster is between add() and set()
+                break
+            self._left.add(int(self.store.get(key)))
+            self._left_seen += 1
+        return set(self._left)
 
     # -- joins -------------------------------------------------------------------------
     def claim_join_slot(self, member: int) -> int:

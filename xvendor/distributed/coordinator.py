@@ -23,6 +23,14 @@ resilient group joins rank ``r`` of every replica group. A pure DDP job has one 
 
 It starts and signals no process: launchers (torchrun, Slurm, Kubernetes) restart workers.
 
+NOTE [scale]: one Python process serves every member (10,000 simulated ones in
+``bench/sim_members.py``), so nothing it does per message may cost O(members): connections
+still in their handshake are kept apart (the silent-client sweep looks at them only), a
+replaced link is found by its member id, epoch 0's founders are counted only once enough
+arrived, and a step report costs O(1) (each epoch's record is parsed once; reports are
+counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), and the
+listeners hold as many connections as the open-file limit allows (``authstore.max_conns``).
+
 With ``--store etcd://...`` the state lives in etcd v3 and two or three replicas take
 turns leading (``etcdstore``: election, fencing, adoption; NOTE [replicated state]); workers
 follow the leader (``env.Link.follow``). The rest of this paragraph is the embedded store's
@@ -74,11 +82,14 @@ class _Lane:
     ctl: cp.Control
     verdicts: Verdicts
     arrivals: list[int] = field(default_factory=list)
+    arrived: set[int] = field(default_factory=set)  # the same ids: O(1) membership
     first_arrival: float | None = None
     formed: bool = False
     fingerprint: str | None = None
     busy: dict[tuple[int, int], dict[int, float]] = field(default_factory=dict)
     slow: dict[int, list[float]] = field(default_factory=dict)
+    # epoch -> its members, a set (records are written once: NOTE [scale] in Coordinator)
+    members_of: dict[int, tuple[list[int], set[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -137,8 +148,11 @@ class Coordinator:
         self._groups_since: float | None = None
         self.refusals: list[str] = []
         self._conns: dict[socket.socket, _Conn] = {}
+        self._pending: dict[socket.socket, _Conn] = {}  # not admitted yet, oldest first
+        self._by_member: dict[tuple[int, int], socket.socket] = {}  # (lane, member) -> link
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._front, selectors.EVENT_READ)
+        self._max_conns = authstore.max_conns()
         self._closed = self._serving = False
 
     # -- lanes --------------------------------------------------------------------------
@@ -195,10 +209,12 @@ class Coordinator:
 
     def _drop_silent(self, now: float) -> None:
         """A connection that has not passed the handshake within ``HANDSHAKE_S`` is closed:
-        a client that connects and sends nothing holds nothing for long."""
-        for sock, c in list(self._conns.items()):
-            if c.member is None and now - c.since > authstore.HANDSHAKE_S:
-                self._forget(sock)
+        a client that connects and sends nothing holds nothing for long. Only the
+        connections still in their handshake are looked at, oldest first (NOTE [scale])."""
+        for sock, c in list(self._pending.items()):
+            if now - c.since <= authstore.HANDSHAKE_S:
+                break
+            self._forget(sock)
 
     def _accept(self) -> bool:
         """Accept one pending connection; False when none is pending."""
@@ -206,7 +222,7 @@ class Coordinator:
             sock, addr = self._front.accept()
         except OSError:  # nothing pending, or out of descriptors: try again next tick
             return False
-        if len(self._conns) >= authstore.MAX_CONNS:
+        if len(self._conns) >= self._max_conns:
             sock.close()
             return True
         sock.setblocking(True)
@@ -218,6 +234,7 @@ class Coordinator:
             return True
         sock.setblocking(False)
         self._conns[sock] = c
+        self._pending[sock] = c
         self._sel.register(sock, selectors.EVENT_READ)
         return True
 
@@ -249,9 +266,12 @@ class Coordinator:
             pass
         sock.close()
         self._conns.pop(sock, None)
+        self._pending.pop(sock, None)
 
     def _drop(self, sock: socket.socket, c: _Conn) -> None:
         self._forget(sock)
+        if self._by_member.get((c.lane, c.member)) is sock:
+            del self._by_member[(c.lane, c.member)]
         if c.member is not None and not c.bye:
             lane = self.lane(c.lane)
             if not lane.ctl.store.check([cp.key_left(c.member)]):
@@ -289,11 +309,13 @@ class Coordinator:
         if fp is not None:
             lane.fingerprint = fp
         resumed = m.get("resume") is not None
+        self._pending.pop(sock, None)
         c.lane, c.member = m["lane"], m["resume"] if resumed else lane.ctl.new_id()
-        for old, oc in list(self._conns.items()):  # a link it replaced: not a death
-            if old is not sock and (oc.lane, oc.member) == (c.lane, c.member):
-                oc.bye = True
-                self._forget(old)
+        old = self._by_member.get((c.lane, c.member))  # a link it replaced: not a death
+        if old is not None and old is not sock and old in self._conns:
+            self._conns[old].bye = True
+            self._forget(old)
+        self._by_member[(c.lane, c.member)] = sock
         self.roster.admit(c.lane, c.member, str(m.get("replica")), int(m.get("restart") or 0),
                           int(m.get("lanes", 1)))
         if m.get("lanes", 1) > 1:
@@ -302,8 +324,9 @@ class Coordinator:
                 self.groups.setdefault((str(m.get("replica")), int(m.get("restart") or 0)),
                                        {})[c.lane] = c.member
                 self._groups_since = self._groups_since or time.monotonic()
-        elif not lane.formed and c.member not in lane.arrivals:
+        elif not lane.formed and c.member not in lane.arrived:
             lane.arrivals.append(c.member)
+            lane.arrived.add(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
@@ -331,8 +354,10 @@ class Coordinator:
     def _form_epoch0(self, lane: _Lane, now: float) -> None:
         if lane.formed or not lane.arrivals:
             return
-        alive = [i for i in lane.arrivals if i not in lane.verdicts.deaths]
         late = now - lane.first_arrival >= self.join_timeout_s
+        if len(lane.arrivals) < self.min_replicas and not late:
+            return  # NOTE [scale]: O(1) per pass until enough arrived
+        alive = [i for i in lane.arrivals if i not in lane.verdicts.deaths]
         if len(alive) < self.min_replicas and not (late and alive):
             return
         won = lane.ctl.propose(0, {"members": alive, "joins": 0, "why":
@@ -367,12 +392,25 @@ class Coordinator:
             return
         lane = self.lane(c.lane)
         key = (int(m["epoch"]), int(m["step"]))
-        lane.busy.setdefault(key, {})[c.member] = float(m["busy"])
-        rec = lane.ctl.record(key[0]) or {"members": []}
-        members = [x for x in rec["members"] if x not in lane.verdicts.deaths]
-        if len(members) < 2 or not all(x in lane.busy[key] for x in members):
+        got = lane.members_of.get(key[0])
+        if got is None:  # NOTE [scale]: each epoch's record parsed once, not per report
+            rec = lane.ctl.record(key[0])
+            if rec is None:
+                return
+            got = lane.members_of[key[0]] = (rec["members"], set(rec["members"]))
+            for old in [e for e in lane.members_of if e < key[0] - 2]:
+                del lane.members_of[old]
+        if c.member not in got[1]:
             return
-        times = lane.busy.pop(key)
+        times = lane.busy.setdefault(key, {})
+        times[c.member] = float(m["busy"])
+        deaths = lane.verdicts.deaths
+        if len(times) + sum(1 for x in deaths if x in got[1] and x not in times) < len(got[0]):
+            return  # O(deaths) per report: not every live member reported yet
+        members = [x for x in got[0] if x not in deaths]
+        if len(members) < 2 or not all(x in times for x in members):
+            return
+        lane.busy.pop(key)
         for old in [k for k in lane.busy if k < key]:
             del lane.busy[old]
         med = statistics.median_low(times[x] for x in members)
@@ -417,6 +455,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="form epoch 0 with whoever arrived after this many seconds")
     p.add_argument("--hb-timeout", type=float, default=3.0,
                    help="seconds without a heartbeat before a worker counts as hung")
+    p.add_argument("--hb-interval", type=float, default=None,
+                   help="seconds between a worker's heartbeats (default: --hb-timeout / 8; "
+                        "each costs the coordinator a store request: NOTE [scale])")
     p.add_argument("--straggler-factor", type=float, default=3.0,
                    help="evict a member busy longer than this x the median (0: never)")
     p.add_argument("--straggler-steps", type=int, default=10,
@@ -441,6 +482,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --store etcd://: etcd user (password in env XVENDOR_ETCD_PASSWORD)")
     p.add_argument("--name", default=None,
                    help="this replica's name in the logs and the leader key (default host:port)")
+
+
+def coordinator_timing(args) -> Timing:
+    """The timing handed to every worker at admission. NOTE [scale]: a heartbeat every
+    ``hb_timeout / 8`` s (0.375 s at the default 3 s) instead of ``Timing``'s 0.1 s: a hung
+    worker is still judged after ``hb_timeout`` (plus one interval), and 10,000 workers send
+    27,000 heartbeats a second instead of 100,000, which one Python store thread cannot serve
+    (bench/sim_members.py)."""
+    hb = args.hb_interval if getattr(args, "hb_interval", None) is not None else args.hb_timeout / 8
+    if not 0 < hb < args.hb_timeout:
+        raise ValueError(f"--hb-interval must be > 0 and below --hb-timeout "
+                         f"({args.hb_timeout}), got {hb}")
+    return Timing(hb_timeout_s=args.hb_timeout, hb_interval_s=hb)
 
 
 def read_token(token_file: str | None) -> str:
@@ -470,7 +524,7 @@ def run(args) -> int:
     try:
         token = read_token(args.token_file)
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
-                        args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
+                        args.join_timeout, coordinator_timing(args),
                         StragglerPolicy(args.straggler_factor, args.straggler_steps,
                                         args.straggler_min_s), args.fr_dir,
                         incarnation=args.incarnation)
@@ -494,6 +548,7 @@ def _run_replica(args) -> int:
     try:
         token = read_token(args.token_file)
         etcdstore.parse_url(args.store)
+        coordinator_timing(args)
     except ValueError as e:
         print(f"xvendor coordinator: {e}", file=sys.stderr)
         return 2
@@ -505,7 +560,7 @@ def _run_replica(args) -> int:
 
     def make(kv, incarnation: int) -> Coordinator:
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
-                        args.join_timeout, Timing(hb_timeout_s=args.hb_timeout),
+                        args.join_timeout, coordinator_timing(args),
                         StragglerPolicy(args.straggler_factor, args.straggler_steps,
                                         args.straggler_min_s), args.fr_dir,
                         incarnation=incarnation, kv=kv)

@@ -219,7 +219,7 @@ def join(cls, link: Link, **kw):
         if time.monotonic() - t0 > link.timing.join_timeout_s:
             raise TimeoutError(f"member {link.member}: the coordinator formed no epoch 0 within "
                                f"{link.timing.join_timeout_s} s (fewer than --min-replicas?)")
-        time.sleep(link.timing.slice_s)
+        ctl.wait_any([cp.key_epoch(0)], 1.0, link.timing.slice_s)  # NOTE [scale] in authstore
     kw.setdefault("timing", link.timing)
     kw.setdefault("fr_dir", os.environ.get("XVENDOR_FR_DIR") or None)
     # gloo binds its device to XV_GLOO_HOST (loopback by default): across machines it must be

@@ -313,6 +313,7 @@ class EtcdKV(authstore.KV):
                 d.update(puts)
                 for k in dels:
                     d.pop(k, None)
+            self._wrote(puts)  # wake the store's waiters (authstore NOTE [scale])
             return out
 
 

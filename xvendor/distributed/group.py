@@ -168,8 +168,7 @@ class ResilientGroup:
             rec = self.ctl.record(latest) or {"members": []}
             if member in rec["members"]:
                 break
-            if rec["members"] and all(self.ctl.store.check([cp.key_left(m)])
-                                      for m in rec["members"]):
+            if rec["members"] and set(rec["members"]) <= self.ctl.left():
                 self._heartbeat.stop()
                 raise RuntimeError(f"member {member}: every member of epoch {latest} has "
                                    "finished; nothing left to join")
@@ -352,7 +351,7 @@ class ResilientGroup:
 
     def close(self) -> None:
         """Leave cleanly: the agent will not count this process's exit as a failure."""
-        self.ctl.store.set(cp.key_left(self.member), "1")
+        self.ctl.mark_left(self.member)
         self._heartbeat.stop()
         if self.link is not None:
             self.link.close()

@@ -24,6 +24,7 @@ Founders of a first epoch have never been synced: all but the source receive the
 from __future__ import annotations
 
 import io
+import json
 import threading
 import time
 
@@ -66,34 +67,82 @@ def converge(rg, after: int, t0: float) -> None:
                                     "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
 
+def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[int]]:
+    """Post this member's ready flag for epoch ``e``, wait until every member posted its
+    own, and return the epoch's transfer plan (``plan_transfer`` over the flags, in rank
+    order); ``EpochAborted`` when a member will not arrive or the epoch is aborted.
+
+    NOTE [scale]: every member polls while it waits. Checking all ``n`` ready keys on each
+    poll, then reading all ``n`` flags, made one formation O(n^2) store work (measured with
+    ``bench/sim_members.py``: 1,000 members took 30 s to form epoch 0 and never formed the
+    next one within 90 s). Now each member adds 1 to ``readyn/<e>`` after its flag; the
+    member whose addition reaches ``n`` (the last to arrive) checks the keys, reads the flags
+    once, computes the plan and posts it (``plan/<e>``, first proposal wins); the others
+    poll that one small key. The count is a hint only (a request repeated on a new leading
+    replica may add twice): the keys decide, whoever sees a count of ``n`` or more may
+    decide, and after a second every member reads the count and may (the decider died).
+    On the coordinator's store the others do not poll but wait on the server for the plan
+    key or the abort flag (``Control.wait_any``)."""
+    n, store = len(members), rg.ctl.store
+    keys = [cp.key_ready(e, m) for m in members]
+    store.set(cp.key_ready(e, rg.member), ready_flag(rg))
+    mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
+    plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
+    while True:
+        if store.check([plan_key]):
+            return decode_plan(store.get(plan_key).decode(), n)
+        late = time.monotonic() - began > 1.0
+        if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
+                and store.check(keys):
+            src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
+            won = store.compare_set(plan_key, "", encode_plan(src, needers, n)).decode()
+            return decode_plan(won, n)
+        polls += 1
+        if waited or polls % 4 == 0:  # polling: deaths and aborts every 4th time
+            if rg.ctl.aborted(e):
+                raise EpochAborted(f"epoch {e} aborted while forming")
+            gone = departed(rg, members)
+            if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
+                rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
+                raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
+        # the plan or an abort wakes this at once (a death aborts the epoch); a member that
+        # left cleanly is seen within the wait
+        waited = rg.ctl.wait_any([plan_key, abort_key], 0.5, rg.timing.slice_s / 4)
+
+
+def encode_plan(src: int | None, needers: list[int], n: int) -> str:
+    """A transfer plan as posted under ``plan/<e>``: the receivers, or the ranks that keep
+    their state when fewer (founders: all but the source receive)."""
+    if src is None:
+        return json.dumps({"src": None})
+    keep = sorted(set(range(n)) - set(needers))
+    return json.dumps({"src": src, "need": needers} if len(needers) <= len(keep)
+                      else {"src": src, "keep": keep})
+
+
+def decode_plan(raw: str, n: int) -> tuple[int | None, list[int]]:
+    p = json.loads(raw)
+    if p["src"] is None:
+        return None, []
+    if "need" in p:
+        return p["src"], list(p["need"])
+    keep = set(p["keep"])
+    return p["src"], [r for r in range(n) if r not in keep]
+
+
 def departed(rg, members: list[int]) -> set[int]:
     """The members that died (a verdict) or left cleanly."""
-    dead = rg.ctl.dead()
-    return {m for m in members if m in dead or rg.ctl.store.check([cp.key_left(m)])}
+    dead, left = rg.ctl.dead(), rg.ctl.left()  # NOTE [scale]: O(1) requests, not O(members)
+    return {m for m in members if m in dead or m in left}
 
 
 def form(rg, e: int, rec: dict) -> None:
     """Meet epoch ``e``'s members, build its group, sync step and state; ``EpochAborted``
     when a member will not arrive or the epoch is aborted meanwhile."""
     members = rec["members"]
-    keys = [cp.key_ready(e, m) for m in members]
-    rg.ctl.store.set(cp.key_ready(e, rg.member), ready_flag(rg))
-    t0, polls = time.monotonic(), 0
-    while not rg.ctl.store.check(keys):
-        polls += 1
-        if polls % 4:  # arrivals are polled often, deaths and aborts every 4th time
-            time.sleep(rg.timing.slice_s / 4)
-            continue
-        if rg.ctl.aborted(e):
-            raise EpochAborted(f"epoch {e} aborted while forming")
-        gone = departed(rg, members)
-        if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
-            rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
-            raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
-        time.sleep(rg.timing.slice_s / 4)
+    t0 = time.monotonic()
+    src, needers = meet(rg, e, members, t0)
     t_ready = time.monotonic()
-    flags = [v.decode() for v in rg.ctl.store.multi_get(keys)]
-    src, needers = plan_transfer(flags)
     if src is None:
         raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
     prev, prev_members = rg._prev or (None, [])

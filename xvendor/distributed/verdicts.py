@@ -22,6 +22,7 @@ class Verdicts:
         self.deaths: dict[int, str] = {}
         self.death_times: dict[int, float] = {}
         self._hb: dict[int, tuple[int, float]] = {}  # member -> (counter, silent s)
+        self._members: dict[int, list[int]] = {}  # epoch -> members (records: written once)
         self._last_scan = 0.0
 
     def known_ids(self) -> int:
@@ -45,8 +46,9 @@ class Verdicts:
         began = time.monotonic()
         cap = self.timing.hb_timeout_s / 4
         step = min(max(0.0, now - self._last_scan), cap) if self._last_scan else 0.0
+        left = self.ctl.left()  # NOTE [scale]: one request, not one per member
         for m in (range(self.known_ids()) if members is None else members):
-            if m in self.deaths or self.ctl.store.check([cp.key_left(m)]):
+            if m in self.deaths or m in left:
                 continue
             v = int(self.ctl.store.add(cp.key_hb(m), 0))
             if v == 0:
@@ -57,7 +59,7 @@ class Verdicts:
                 continue
             silent = seen[1] + step
             self._hb[m] = (v, silent)
-            if silent > self.timing.hb_timeout_s:
+            if silent > self.timing.hb_timeout_s and not self.ctl.store.check([cp.key_left(m)]):
                 self.declare(m, f"heartbeat stale for {silent:.2f} s (hung or stopped)")
         self._last_scan = now + (time.monotonic() - began)  # when this scan ended
 
@@ -79,8 +81,14 @@ class Verdicts:
             return
         latest = self.ctl.latest_epoch()
         for e in range(max(0, latest - 1), latest + 1):
-            rec = self.ctl.record(e)
-            gone = [m for m in (rec or {}).get("members", ()) if m in self.deaths]
+            if e not in self._members:  # NOTE [scale]: each record parsed once, not per scan
+                rec = self.ctl.record(e)
+                if rec is None:
+                    continue
+                self._members[e] = rec.get("members", [])
+                for old in [k for k in self._members if k < latest - 1]:
+                    del self._members[old]
+            gone = [m for m in self._members[e] if m in self.deaths]
             if gone and not self.ctl.aborted(e):
                 self.ctl.abort(e, f"member(s) {gone} dead: "
                                   f"{'; '.join(self.deaths[m] for m in gone)}")

@@ -1,0 +1,848 @@
+"""Simulated members at scale: N protocol-level members against a real coordinator process.
+
+    python bench/sim_members.py --members 1000,10000 [--json out.json]
+
+For each size, in one run: a real ``xvendor coordinator`` process (its CLI, a token file,
+the embedded store, loopback), and N simulated members spread over a few shard processes
+(each an asyncio loop holding a few thousand members). Measured, in order:
+
+  formed    the shards' first connect -> every member formed epoch 0 (all N admitted,
+            the coordinator proposed epoch 0 with all of them, every member saw every
+            member's ready flag);
+  kill      ``--kill`` members have both sockets torn down at once (as kill -9 would) ->
+            the new epoch without them is proposed (agreed), and -> every survivor formed it;
+  straggler one member's compute becomes ``--straggler-busy`` s per step -> the coordinator
+            evicts it (its death notice), and -> every survivor formed the epoch without it;
+  steady    coordinator CPU (cores: utime + stime over wall time, /proc) while the members
+            step for ``--steady-s`` s; its resident memory per member (RSS with N members
+            minus RSS before the first one, over N); bytes per heartbeat (the request and
+            reply frames on the store link, TCP/IP headers not counted).
+
+What a simulated member reproduces of a real one (``ResilientGroup`` joined through
+``env.join`` with the coordinator), message for message on the real sockets:
+  - admission on the front port: the coordinator's greeting, the real ``wire.hello`` (token
+    HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
+    for the member's life and carries its busy report per step and a goodbye at the end;
+  - the token-guarded store link (``authstore``: nonce, proof, the same frames), on which:
+    its pid key and heartbeat counter (``control.Heartbeat``: ``add(hb, 1)`` every
+    ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
+    (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
+    latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
+    proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
+    and per step: compute (a sleep), the collective wait sliced by ``slice_s`` with the
+    abort flag read between slices (``control.sliced_wait``), the busy report, the vote
+    and verdict (``stepguard.verdict``), the step boundary (``commit_step``: progress key,
+    join slots, grow decision), and recovery (``recover``: abort, converge);
+  - on a kill both connections are torn down at once; an excluded member (a straggler)
+    closes them after a goodbye.
+What it leaves out: the data plane (no gloo group is built, no collective moves bytes, no
+state is sent: the "collective" is a wait of ``--collective-s``), torch and the model, the
+flight recorder, newcomers, and the several store connections a real member opens (its
+main thread, its heartbeat thread and its data plane each have one; a simulated member
+sends all of that on one connection, in order, so a heartbeat can queue behind its own
+control request). Many members share a process, so one slow event loop delays many.
+
+Descriptors: the coordinator holds two per simulated member and its listeners are sized from
+its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
+where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
+fit. ``--connect-concurrency`` bounds the admissions in flight per shard process (a member
+whose hello the coordinator does not read within its 5 s handshake window is closed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import resource
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from xvendor.distributed import authstore as A  # noqa: E402
+from xvendor.distributed import control as cp  # noqa: E402
+from xvendor.distributed import wire  # noqa: E402
+from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
+
+PER_SHARD = 2500  # members per shard process (two sockets each)
+
+
+class Aborted(Exception):
+    pass
+
+
+class Excluded(Exception):
+    pass
+
+
+class Killed(Exception):
+    pass
+
+
+# -- one member's store link ------------------------------------------------------------
+class Store:
+    """An ``authstore`` client on asyncio (the same handshake and frames as ``_Client``)."""
+
+    def __init__(self, pre: bytes, stats: dict):
+        self.pre, self.stats, self.lock = pre, stats, asyncio.Lock()
+        self.r = self.w = None
+
+    async def open(self, host: str, port: int, token: str) -> None:
+        self.r, self.w = await asyncio.open_connection(host, port)
+        self.w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        greet = await self.r.readexactly(len(A.MAGIC) + 16)
+        if greet[:4] != A.MAGIC:
+            raise ConnectionError("not an xvendor store")
+        self.w.write(A.proof(token, greet[4:]))
+
+    async def call(self, op: int, fields: list[bytes], hb: bool = False):
+        async with self.lock:
+            frame = A._pack(op, fields)
+            self.w.write(frame)
+            head = await self.r.readexactly(4)
+            (n,) = A._LEN.unpack(head)
+            body = await self.r.readexactly(n)
+        s = self.stats
+        s["requests"] += 1
+        if hb:
+            s["hb"] += 1
+            s["hb_bytes"] += len(frame) + 4 + n
+        return A._unpack(body)
+
+    def k(self, key: str) -> bytes:
+        return self.pre + key.encode()
+
+    async def check(self, keys: list[str]) -> bool:
+        return (await self.call(A.CHECK, [self.k(x) for x in keys]))[1][0] == b"1"
+
+    async def get(self, key: str) -> bytes | None:
+        st, f = await self.call(A.GET, [self.k(key)])
+        return f[0] if st == A.OK else None
+
+    async def set(self, key: str, value: str) -> None:
+        await self.call(A.SET, [self.k(key), value.encode()])
+
+    async def add(self, key: str, n: int, hb: bool = False) -> int:
+        return int((await self.call(A.ADD, [self.k(key), str(n).encode()], hb))[1][0])
+
+    async def cas(self, key: str, expected: str, desired: str) -> bytes:
+        return (await self.call(A.CAS, [self.k(key), expected.encode(), desired.encode()]))[1][0]
+
+    async def multi_get(self, keys: list[str]) -> list[bytes] | None:
+        st, f = await self.call(A.MGET, [self.k(x) for x in keys])
+        return f if st == A.OK else None
+
+    async def wait_any(self, keys: list[str], timeout_s: float) -> None:
+        ms = str(int(timeout_s * 1000)).encode()
+        await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+
+    def close(self, hard: bool) -> None:
+        if self.w is not None:
+            (self.w.transport.abort if hard else self.w.close)()
+
+
+# -- one member ----------------------------------------------------------------------------
+class Member:
+    def __init__(self, shard: "Shard", idx: int):
+        self.shard, self.idx = shard, idx
+        self.member = None
+        self.link_w = None
+        self.busy = shard.spec["step_s"]
+        self.killed = False
+        self.step = 0
+        self.epoch = -1
+        self.members: list[int] = []
+        self.dead_seen, self.dead = 0, {}
+        self.left_seen, self.left = 0, set()
+
+    # control-plane reads, as ``Control`` does them
+    async def record(self, e: int) -> dict | None:
+        key = cp.key_epoch(e)
+        if not await self.s.check([key]):
+            return None
+        return json.loads(await self.s.get(key))
+
+    async def latest_epoch(self) -> int:
+        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        e = int(raw) if raw else 0
+        while await self.s.check([cp.key_epoch(e + 1)]):
+            e += 1
+        return e
+
+    async def aborted(self, e: int) -> bool:
+        return await self.s.check([cp.key_abort(e)])
+
+    async def abort(self, e: int, why: str) -> None:
+        await self.s.cas(cp.key_abort(e), "", why)
+
+    async def propose(self, e: int, rec: dict) -> None:
+        rec = dict(rec, epoch=e, incarnation=self.incarnation)
+        await self.s.cas(cp.key_epoch(e), "", json.dumps(rec))
+        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        if e > (int(raw) if raw else 0):
+            await self.s.set(cp.KEY_LATEST, str(e))
+
+    async def dead_list(self) -> dict:
+        n = await self.s.add(cp.KEY_DEAD_SEQ, 0)
+        while self.dead_seen < n:
+            key = f"{cp.ROOT}deadlist/{self.dead_seen}"
+            if not await self.s.check([key]):
+                break
+            m = int(await self.s.get(key))
+            self.dead[m] = (await self.s.get(cp.key_dead(m))).decode()
+            self.dead_seen += 1
+        return self.dead
+
+    async def left_list(self) -> set:
+        n = await self.s.add(cp.KEY_LEFT_SEQ, 0)
+        while self.left_seen < n:
+            key = f"{cp.ROOT}leftlist/{self.left_seen}"
+            if not await self.s.check([key]):
+                break
+            self.left.add(int(await self.s.get(key)))
+            self.left_seen += 1
+        return self.left
+
+    async def departed(self, members: list[int]) -> set[int]:
+        dead, left = await self.dead_list(), await self.left_list()
+        return {m for m in members if m in dead or m in left}
+
+
+
+    # the member's life
+    async def run(self) -> None:
+        sp = self.shard.spec
+        try:
+            async with self.shard.connect_slots:
+                await self.admit(sp)
+                self.s = Store(f"{self.prefix}/".encode(), self.shard.stats)
+                await self.s.open(sp["host"], self.store_port, sp["token"])
+                await self.s.set(cp.key_pid(self.member), str(os.getpid()))
+                await self.s.add(cp.key_hb(self.member), 1, hb=True)
+            self.shard.event("admitted", self.idx, self.member)
+            self.hb_task = asyncio.ensure_future(self.heartbeat())
+            t0 = time.monotonic()
+            while await self.record(0) is None:  # env.join
+                if time.monotonic() - t0 > self.timing["join_timeout_s"]:
+                    raise TimeoutError("no epoch 0")
+                await self.s.wait_any([cp.key_epoch(0)], 1.0)
+            await self.converge(after=-1)
+            while True:
+                await self.one_step()
+        except Excluded as e:
+            self.shard.event("excluded", self.idx, self.member, str(e))
+            self.close(hard=False)
+        except (Killed, asyncio.CancelledError):
+            pass
+        except Exception as e:  # noqa: BLE001 -- reported to the parent, which fails the run
+            if not self.killed and not self.shard.stopping:
+                self.shard.event("error", self.idx, self.member, f"{type(e).__name__}: {e}")
+            self.close(hard=True)
+
+    async def admit(self, sp: dict) -> None:
+        r, w = await asyncio.open_connection(sp["host"], sp["port"])
+        greet = json.loads(await r.readline())
+        hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
+                           restart=0, fingerprint=None)
+        w.write((json.dumps(hello) + "\n").encode())
+        reply = json.loads(await r.readline())
+        if not reply.get("ok"):
+            raise RuntimeError(f"refused: {reply.get('error')}")
+        self.link_r, self.link_w = r, w
+        self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
+        self.prefix, self.timing = reply["prefix"], reply["timing"]
+        self.incarnation = reply.get("incarnation")
+
+    async def heartbeat(self) -> None:
+        iv = self.timing["hb_interval_s"]
+        while not self.killed:
+            await asyncio.sleep(iv)
+            if self.shard.frozen == self.member:
+                continue
+            try:
+                await self.s.add(cp.key_hb(self.member), 1, hb=True)
+            except Exception:
+                return
+
+    def close(self, hard: bool) -> None:
+        self.killed = True
+        if not hard and self.link_w is not None:
+            try:
+                self.link_w.write(b'{"bye": true}\n')
+            except Exception:
+                pass
+        for w in (self.link_w,):
+            if w is not None:
+                (w.transport.abort if hard else w.close)()
+        if getattr(self, "s", None) is not None:
+            self.s.close(hard)
+
+    async def converge(self, after: int) -> None:
+        t = self.timing
+        settle: dict[int, float] = {}
+        t0 = time.monotonic()
+        while True:
+            if self.killed:
+                raise Killed()
+            if time.monotonic() - t0 > t["join_timeout_s"]:
+                raise RuntimeError("membership did not converge")
+            if await self.s.check([cp.key_dead(self.member)]):
+                raise Excluded(f"member {self.member} was declared dead")
+            latest = await self.latest_epoch()
+            rec = await self.record(latest)
+            if self.member not in rec["members"]:
+                raise Excluded(f"not in epoch {latest}")
+            if latest > after and not await self.aborted(latest):
+                try:
+                    await self.form(latest, rec)
+                    return
+                except Aborted:
+                    continue
+            await self.abort(latest, f"member {self.member} left epoch {latest}")
+            gone = await self.departed(rec["members"])
+            first = settle.setdefault(latest, time.monotonic())
+            if not gone and time.monotonic() - first < t["hb_timeout_s"] + t["margin_s"]:
+                await asyncio.sleep(t["slice_s"])
+                continue
+            await self.propose(latest + 1, {"members": [m for m in rec["members"]
+                                                        if m not in gone],
+                                            "joins": rec.get("joins", 0),
+                                            "why": f"shrink after epoch {latest}: {sorted(gone)}"})
+
+    async def form(self, e: int, rec: dict) -> None:
+        t = self.timing
+        members = rec["members"]
+        self.shard.event("seen", self.idx, self.member, e, time.time())
+        n = len(members)  # the keys are built only by a member that decides (a real member
+        # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
+        await self.s.set(cp.key_ready(e, self.member),
+                         f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
+        mine = await self.s.add(cp.key_ready_count(e), 1)
+        t0 = time.monotonic()
+        plan_key = cp.key_plan(e)
+        while True:  # membership.meet
+            if self.killed:
+                raise Killed()
+            if await self.s.check([plan_key]):
+                src, _ = decode_plan((await self.s.get(plan_key)).decode(), n)
+                break
+            late = time.monotonic() - t0 > 1.0
+            if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
+                    and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
+                flags = await self.s.multi_get(keys)
+                src, need = plan_transfer([f.decode() for f in flags])
+                won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
+                src, _ = decode_plan(won.decode(), n)
+                break
+            if await self.aborted(e):
+                raise Aborted()
+            gone = await self.departed(members)
+            if gone or time.monotonic() - t0 > t["join_timeout_s"]:
+                await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
+                raise Aborted()
+            await self.s.wait_any([plan_key, cp.key_abort(e)], 0.5)
+        if src is None:
+            raise RuntimeError(f"epoch {e}: no member holds state")
+        self.epoch, self.members, self.record_ = e, members, rec
+        self.shard.event("formed", self.idx, self.member, e, time.time(), len(members))
+
+    async def sliced_wait(self, seconds: float) -> None:
+        """The collective: ``seconds`` of waiting, the abort flag read between slices."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            await asyncio.sleep(max(0.0, min(self.timing["slice_s"], left)))
+            if left <= self.timing["slice_s"]:
+                return
+            if await self.aborted(self.epoch):
+                raise Aborted()
+
+    async def one_step(self) -> None:
+        e, s, me = self.epoch, self.step, self.member
+        t0 = time.monotonic()
+        ok = True
+        try:
+            await asyncio.sleep(self.busy)  # compute
+            busy = time.monotonic() - t0
+            await self.sliced_wait(self.shard.spec["collective_s"])
+        except Aborted:
+            ok = False
+        if ok:
+            self.link_w.write((json.dumps({"busy": round(busy, 6), "step": s, "epoch": e})
+                               + "\n").encode())
+        commit = await self.verdict(ok)
+        if commit:  # commit_step
+            self.step += 1
+            await self.s.set(cp.key_progress(me), str(self.step))
+            k0 = self.record_.get("joins", 0)
+            seen = 0
+            while await self.s.check([cp.key_join(k0 + seen)]):
+                seen += 1
+            await self.s.cas(cp.key_grow(e, self.step), "", str(seen))
+            if seen:
+                raise RuntimeError("the simulation starts no newcomers")
+            return
+        await self.abort(e, f"member {me} entered recovery")  # recover
+        await self.converge(after=e)
+
+    async def verdict(self, ok: bool) -> bool:
+        e, s, me = self.epoch, self.step, self.member
+        await self.s.set(cp.key_vote(e, s, me), "1" if ok else "0")
+        mine, t0 = await self.s.add(cp.key_vote_count(e, s), 1), time.monotonic()
+        if s >= 2:
+            await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
+        if not ok:
+            await self.abort(e, f"member {me}: a collective of step {s} failed")
+        key, n = cp.key_verdict(e, s), len(self.members)  # votes: see form()
+        while True:
+            if self.killed:
+                raise Killed()
+            if await self.s.check([key]):
+                return (await self.s.get(key)) == b"commit"
+            late = time.monotonic() - t0 > 1.0
+            if (mine >= n or (late and await self.s.add(cp.key_vote_count(e, s), 0) >= n)) \
+                    and await self.s.check(votes := [cp.key_vote(e, s, m) for m in self.members]):
+                got = await self.s.multi_get(votes)
+                want = "commit" if got and all(v == b"1" for v in got) else "redo"
+                return (await self.s.cas(key, "", want)) == b"commit"
+            if await self.aborted(e):
+                return (await self.s.cas(key, "", "redo")) == b"commit"
+            bound = (self.timing["hb_timeout_s"] + 0.05 + self.timing["agent_tick_s"]
+                     + self.timing["slice_s"] + self.timing["margin_s"])  # call_bound_s
+            if time.monotonic() - t0 > bound:
+                await self.abort(e, f"member {me}: no verdict on step {s} within the call bound")
+            await self.s.wait_any([key, cp.key_abort(e)], min(0.5, bound / 4))
+
+
+# -- a shard process: many members on one event loop ----------------------------------------
+class Shard:
+    def __init__(self, conn, spec: dict):
+        self.conn, self.spec = conn, spec
+        self.members: dict[int, Member] = {}  # by index
+        self.by_id: dict[int, Member] = {}
+        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0}
+        self.out: list = []
+        self.stopping = False
+        self.frozen = None
+
+    def event(self, *ev) -> None:
+        self.out.append(ev)
+        if ev[0] == "admitted":
+            self.by_id[ev[2]] = self.members[ev[1]]
+
+    async def flush(self) -> None:
+        while True:
+            await asyncio.sleep(0.05)
+            batch, self.out = self.out, []
+            self.conn.send(("events", batch, dict(self.stats)))
+
+    def command(self) -> None:
+        while self.conn.poll():
+            cmd = self.conn.recv()
+            if cmd[0] == "kill":
+                for m in cmd[1]:
+                    if m in self.by_id:
+                        self.by_id[m].close(hard=True)
+            elif cmd[0] == "slow":
+                if cmd[1] in self.by_id:
+                    self.by_id[cmd[1]].busy = cmd[2]
+            elif cmd[0] == "stop":
+                self.stopping = True
+                self.done.set()
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.done = asyncio.Event()
+        self.connect_slots = asyncio.Semaphore(self.spec["connect_concurrency"])
+        loop.add_reader(self.conn.fileno(), self.command)
+        self.conn.send(("ready",))
+        while not self.conn.poll(0.01):  # wait for "go"
+            pass
+        assert self.conn.recv() == ("go",)
+        flusher = asyncio.ensure_future(self.flush())
+        tasks = []
+        for i in range(self.spec["first"], self.spec["first"] + self.spec["count"]):
+            self.members[i] = Member(self, i)
+            tasks.append(asyncio.ensure_future(self.members[i].run()))
+        await self.done.wait()
+        for m in self.members.values():
+            m.close(hard=False)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0.1)
+        flusher.cancel()
+        self.conn.send(("events", self.out, dict(self.stats)))
+        self.conn.send(("bye",))
+
+
+def _shard_main(conn, spec: dict) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
+    asyncio.run(Shard(conn, spec).main())
+
+
+# -- the parent: coordinator, shards, phases -------------------------------------------------
+def _free_port_pair() -> int:
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
+def _proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def raise_fd_limit(n: int) -> None:
+    """The coordinator holds two connections per simulated member (front link, store link;
+    a real member holds three or four) and its listeners take half the open-file limit
+    each (``authstore.max_conns``): raise the limit it inherits, or say how far it goes."""
+    need = 2 * (n + 128) + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, max(need, hard)))
+    except (ValueError, OSError):
+        most = (hard - 256) // 2 - 128
+        raise ValueError(f"--members {n}: the coordinator needs about {need} open files "
+                         f"(ulimit -n), this process may raise it only to {hard}: at most "
+                         f"{most} members here (raise the hard limit, as root with "
+                         f"CAP_SYS_RESOURCE)") from None
+
+
+class Run:
+    """One size: the coordinator process, the shards, and what they reported."""
+
+    def __init__(self, n: int, args, log=lambda msg: None):
+        self.n, self.args, self.log = n, args, log
+        self.tmp = tempfile.mkdtemp(prefix="xv-sim-")
+        self.token = secrets.token_hex(16)
+        tf = os.path.join(self.tmp, "token")
+        with open(tf, "w") as f:
+            f.write(self.token)
+        os.chmod(tf, 0o600)
+        raise_fd_limit(n)
+        self.port = _free_port_pair()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+        self.coord_log = open(os.path.join(self.tmp, "coordinator.log"), "w")
+        cmd = [sys.executable, "-m", "xvendor.cli", "coordinator", "--host", "127.0.0.1",
+               "--port", str(self.port), "--token-file", tf, "--min-replicas", str(n),
+               "--join-timeout", str(args.timeout), "--hb-timeout", str(args.hb_timeout),
+               "--straggler-steps", str(args.straggler_steps)]
+        self.coord = subprocess.Popen(cmd, env=env, stdout=self.coord_log, stderr=subprocess.STDOUT)
+        self.prefix = wire.job_prefix(self.token, 0)
+        self.events: dict[str, list] = {"seen": [], "formed": [], "excluded": [], "error": []}
+        self.id_of: dict[int, int] = {}
+        self.shard_of: dict[int, int] = {}
+        self.shard_stats: dict[int, dict] = {}
+        self._wait_listening()
+        self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
+                                          prefix=self.prefix))
+        self.rss0 = _proc_rss(self.coord.pid)
+
+    def _wait_listening(self) -> None:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            if self.coord.poll() is not None:
+                raise RuntimeError(f"the coordinator exited {self.coord.returncode}: "
+                                   + open(self.coord_log.name).read()[-2000:])
+            try:
+                socket.create_connection(("127.0.0.1", self.port + 1), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the coordinator never listened")
+
+    def start_shards(self) -> None:
+        ctx = mp.get_context("spawn")
+        k = max(1, -(-self.n // PER_SHARD))
+        self.shards = []
+        spec = {"host": "127.0.0.1", "port": self.port, "token": self.token,
+                "step_s": self.args.step_s, "collective_s": self.args.collective_s,
+                "connect_concurrency": self.args.connect_concurrency}
+        first = 0
+        for j in range(k):
+            count = self.n // k + (1 if j < self.n % k else 0)
+            a, b = ctx.Pipe()
+            p = ctx.Process(target=_shard_main, args=(b, dict(spec, first=first, count=count)),
+                            daemon=True)
+            p.start()
+            self.shards.append((p, a))
+            first += count
+        for p, a in self.shards:
+            if not a.poll(120) or a.recv() != ("ready",):
+                raise RuntimeError("a shard did not start")
+        self.t_go = time.time()
+        for p, a in self.shards:
+            a.send(("go",))
+
+    def pump(self, timeout: float = 0.05) -> None:
+        from multiprocessing.connection import wait
+        ready = wait([a for _, a in self.shards], timeout)
+        for a in ready:
+            j = [x for _, x in self.shards].index(a)
+            while a.poll():
+                msg = a.recv()
+                if msg[0] != "events":
+                    continue
+                self.shard_stats[j] = msg[2]
+                for ev in msg[1]:
+                    if ev[0] == "admitted":
+                        self.id_of[ev[1]] = ev[2]
+                        self.shard_of[ev[2]] = j
+                    else:
+                        self.events[ev[0]].append(ev)
+        if self.events["error"]:
+            raise RuntimeError(f"{len(self.events['error'])} members failed, first: "
+                               f"{self.events['error'][:3]}")
+        if self.coord.poll() is not None:
+            raise RuntimeError(f"the coordinator exited {self.coord.returncode}")
+
+    def formed(self, e: int) -> list:
+        return [ev for ev in self.events["formed"] if ev[3] == e]
+
+    def wait_formed(self, e: int, count: int, what: str) -> float:
+        end = time.monotonic() + self.args.timeout
+        last = -1
+        while True:
+            self.pump()
+            got = self.formed(e)
+            if len(got) >= count:
+                return max(ev[4] for ev in got)
+            if len(got) != last or len(self.id_of) < self.n:
+                last = len(got)
+                self.log(f"{self.n} members, {what}: {len(self.id_of)} admitted, "
+                         f"{len(got)}/{count} formed epoch {e}")
+            if time.monotonic() > end:
+                raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
+                                   f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
+
+    def send(self, member: int, cmd: tuple) -> None:
+        self.shards[self.shard_of[member]][1].send(cmd)
+
+    def close(self) -> None:
+        for p, a in getattr(self, "shards", []):
+            try:
+                a.send(("stop",))
+            except OSError:
+                pass
+        for p, a in getattr(self, "shards", []):
+            p.join(20)
+            if p.is_alive():
+                p.kill()
+        if self.coord.poll() is None:
+            self.coord.send_signal(signal.SIGINT)
+            try:
+                self.coord.wait(20)
+            except subprocess.TimeoutExpired:
+                self.coord.kill()
+        self.coord_log.close()
+
+
+def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict:
+    """One size, every phase; the figures as a dict (see the module docstring). ``out``
+    receives them as they are measured (what a failed phase left is kept there)."""
+    out = {} if out is None else out
+    out["members"] = n
+    run = Run(n, args, log)
+    try:
+        pid = run.coord.pid
+        cpu0 = _proc_cpu(pid)
+        run.start_shards()
+        t_formed = run.wait_formed(0, n, "epoch 0")
+        rec0 = run.ctl.record(0)
+        out["formed_s"] = t_formed - run.t_go
+        out["epoch0_members"] = len(rec0["members"])
+        out["form_cpu_s"] = _proc_cpu(pid) - cpu0
+        ids = sorted(run.id_of.values())
+        assert sorted(rec0["members"]) == ids, "epoch 0 is not every admitted member"
+
+        # steady: the members step; coordinator CPU, memory, heartbeat bytes
+        time.sleep(0.5)
+        run.pump()
+        hb0 = {j: dict(s) for j, s in run.shard_stats.items()}
+        keys0 = run.ctl.store.num_keys()
+        shard_cpu = lambda: sum(_proc_cpu(p.pid) for p, _ in run.shards)  # noqa: E731
+        c0, s0, t0 = _proc_cpu(pid), shard_cpu(), time.monotonic()
+        step0 = int(run.ctl.get(cp.key_progress(ids[0])) or 0)
+        end = t0 + args.steady_s
+        while time.monotonic() < end:
+            run.pump()
+        c1, s1, t1 = _proc_cpu(pid), shard_cpu(), time.monotonic()
+        steps = int(run.ctl.get(cp.key_progress(ids[0])) or 0) - step0
+        out["steady_steps"] = steps
+        out["store_keys_per_step"] = ((run.ctl.store.num_keys() - keys0) / steps
+                                      if steps else None)
+        out["sim_cores"] = (s1 - s0) / (t1 - t0)
+        run.pump()
+        hb = sum(s["hb"] - hb0.get(j, {}).get("hb", 0) for j, s in run.shard_stats.items())
+        hbb = sum(s["hb_bytes"] - hb0.get(j, {}).get("hb_bytes", 0)
+                  for j, s in run.shard_stats.items())
+        req = sum(s["requests"] - hb0.get(j, {}).get("requests", 0)
+                  for j, s in run.shard_stats.items())
+        out["steady_cores"] = (c1 - c0) / (t1 - t0)
+        out["steady_store_requests_per_s"] = req / (t1 - t0)
+        out["heartbeats_per_s"] = hb / (t1 - t0)
+        out["bytes_per_heartbeat"] = hbb / hb if hb else None
+        rss = _proc_rss(pid)
+        out["coordinator_rss_mib"] = rss / 2**20
+        out["rss_per_member_kib"] = (rss - run.rss0) / n / 1024
+        out["steps_done"] = int(run.ctl.get(cp.key_progress(ids[0])) or 0)
+
+        # kill: both sockets of --kill members torn down at once
+        victims = ids[1:1 + args.kill]
+        e = run.ctl.latest_epoch()
+        survivors = [m for m in ids if m not in victims]
+        t_kill = time.time()
+        for v in victims:
+            run.send(v, ("kill", [v]))
+        t_new = run.wait_formed(e + 1, len(survivors), "kill")
+        rec = run.ctl.record(e + 1)
+        seen = [ev[4] for ev in run.events["seen"] if ev[3] == e + 1]
+        out["kill"] = len(victims)
+        out["killed"], out["kill_epoch"] = victims, rec["members"]
+        out["kill_members"] = len(rec["members"])
+        out["kill_agreed_s"] = min(seen) - t_kill
+        out["kill_formed_s"] = t_new - t_kill
+        assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
+
+        # straggler: one member computes --straggler-busy s per step
+        e = e + 1
+        slow = survivors[len(survivors) // 2]
+        rest = [m for m in survivors if m != slow]
+        t_slow = time.time()
+        run.send(slow, ("slow", slow, args.straggler_busy))
+        deadline = time.monotonic() + args.timeout
+        while not run.ctl.is_dead(slow):
+            run.pump(0.01)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the straggler was never evicted")
+        t_evicted = time.time()
+        why = run.ctl.get(cp.key_dead(slow))
+        assert "straggler" in why, why
+        t_new = run.wait_formed(e + 1, len(rest), "straggler")
+        rec = run.ctl.record(e + 1)
+        assert sorted(rec["members"]) == rest, "the epoch after the straggler is wrong"
+        out["straggler_evicted_s"] = t_evicted - t_slow
+        out["straggler_formed_after_verdict_s"] = t_new - t_evicted
+        out["straggler_why"] = why
+        out["straggler"], out["straggler_epoch"] = slow, rec["members"]
+        out["coordinator_cpu_total_s"] = _proc_cpu(pid) - cpu0
+        out["excluded"] = [ev[2] for ev in run.events["excluded"]]
+    finally:
+        run.close()
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    cols = [("members", "members", "{:d}"), ("formed_s", "epoch 0 formed s", "{:.2f}"),
+            ("kill_agreed_s", "kill->agreed s", "{:.3f}"),
+            ("kill_formed_s", "kill->formed s", "{:.3f}"),
+            ("straggler_evicted_s", "straggler evicted s", "{:.2f}"),
+            ("straggler_formed_after_verdict_s", "evicted->formed s", "{:.3f}"),
+            ("steady_cores", "coord cores", "{:.2f}"), ("sim_cores", "sim cores", "{:.2f}"),
+            ("steady_steps", "steps", "{:d}"), ("store_keys_per_step", "keys/step", "{:.0f}"),
+            ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),
+            ("bytes_per_heartbeat", "B/heartbeat", "{:.0f}"),
+            ("heartbeats_per_s", "heartbeats/s", "{:.0f}"),
+            ("steady_store_requests_per_s", "store req/s", "{:.0f}")]
+    head = " | ".join(h for _, h, _ in cols)
+    lines = [head, " | ".join("-" * len(h) for _, h, _ in cols)]
+    for r in rows:
+        lines.append(" | ".join(
+            (f.format(r[k]) if r.get(k) is not None else "-").rjust(len(h)) for k, h, f in cols))
+    lines.append("(coord cores, sim cores: CPU of the coordinator process and of the simulating "
+                 "processes during the steady phase; B/heartbeat: store request + reply frames)")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--members", default="1000,10000",
+                   help="comma-separated member counts, one run each")
+    p.add_argument("--json", default=None, help="also write the figures here")
+    p.add_argument("--kill", type=int, default=1, help="members killed at once")
+    p.add_argument("--step-s", type=float, default=0.5, help="each member's compute per step")
+    p.add_argument("--collective-s", type=float, default=0.1,
+                   help="each step's collective wait (abort flag read every slice)")
+    p.add_argument("--straggler-busy", type=float, default=2.0,
+                   help="the straggler's compute per step (s)")
+    p.add_argument("--straggler-steps", type=int, default=3,
+                   help="the coordinator's --straggler-steps")
+    p.add_argument("--hb-timeout", type=float, default=3.0, help="the coordinator's --hb-timeout")
+    p.add_argument("--steady-s", type=float, default=5.0, help="seconds of the steady phase")
+    p.add_argument("--timeout", type=float, default=300.0, help="limit of each phase (s)")
+    p.add_argument("--connect-concurrency", type=int, default=256,
+                   help="admissions in flight per shard process")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        sizes = [int(x) for x in args.members.split(",")]
+    except ValueError:
+        raise SystemExit(f"--members must be comma-separated integers, got {args.members!r}")
+    if any(n < 3 for n in sizes):
+        raise SystemExit("--members: every size must be >= 3 (a kill and a straggler leave "
+                         "at least one member)")
+    if not 1 <= args.kill <= min(sizes) - 2:
+        raise SystemExit(f"--kill must be between 1 and the smallest size - 2, got {args.kill}")
+    rows = []
+    last = [0.0]
+
+    def log(msg: str) -> None:
+        if time.monotonic() - last[0] > 1.0:
+            last[0] = time.monotonic()
+            print(f"  ... {msg}", file=sys.stderr, flush=True)
+    for n in sizes:
+        print(f"{n} members ...", file=sys.stderr, flush=True)
+        part: dict = {}
+        try:
+            rows.append(measure(n, args, log, part))
+        except (TimeoutError, RuntimeError, AssertionError, ValueError) as e:
+            rows.append(dict(part, error=str(e)))
+            print(f"{n} members: FAILED: {e}", file=sys.stderr, flush=True)
+        print(table(rows[-1:]), file=sys.stderr, flush=True)
+    print(table(rows))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['members']} members: {r['error']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "rows": rows}, f, indent=2)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
