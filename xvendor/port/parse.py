@@ -245,7 +245,25 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
 _MAX_CONTAINED = 400  # parse rounds at most: a file that is mostly not C++ stays as it parsed
 
 
-def _declaration_end(src: bytes, start: int) -> int:
+def _macro_effects(src: bytes) -> dict:
+    """Macro name -> the braces and semicolons its replacement holds (``b"{"``, ``b"};"``),
+    for the macros whose replacement holds any (the first definition of each name)."""
+    out = {}
+    for m in _MACRO_DEF.finditer(src):
+        body = m.group(2)
+        if body.startswith(b"("):  # function-like: the replacement follows the parameters
+            body = body[body.find(b")") + 1:] if b")" in body else b""
+        body = re.sub(rb'"(?:[^"\\\n]|\\.)*"|' + rb"'(?:[^'\\\n]|\\.)*'|//[^\n]*|/\*.*?\*/", b"", body, flags=re.S)
+        eff = bytes(c for c in body if c in b"{};")
+        if eff and m.group(1) not in out:
+            out[m.group(1)] = eff
+    return out
+
+
+_IDENT = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _declaration_end(src: bytes, start: int, effects=None) -> int:
     """The end of the top-level declaration that starts at ``start``, read lexically: the
     first ``;`` outside (), [] and {}, or the ``}`` that closes the first brace block at
     depth 0 (with a ``;`` right after it). Comments, strings and character literals are
@@ -274,6 +292,37 @@ def _declaration_end(src: bytes, start: int) -> int:
             continue
         line_start = False
         two = src[i:i + 2]
+        m = _IDENT.match(src, i) if effects and (c.isalpha() or c == b"_") else None
+        if m is not None and m.group(0) in effects:  # a macro that opens or closes a block
+            j = m.end()
+            k = j
+            while k < n and src[k:k + 1] in (b" ", b"\t"):
+                k += 1
+            if src[k:k + 1] == b"(":  # its arguments
+                d = 0
+                while k < n:
+                    d += {b"(": 1, b")": -1}.get(src[k:k + 1], 0)
+                    k += 1
+                    if d == 0:
+                        break
+                j = k
+            for e in effects[m.group(0)]:
+                e = bytes([e])
+                if e == b"{":
+                    depth += 1
+                elif e == b"}":
+                    depth -= 1
+                    if depth < 0:
+                        return i
+                elif depth == 0:  # ;
+                    return j
+            i = j
+            if depth == 0 and effects[m.group(0)].rstrip(b";").endswith(b"}"):
+                return j
+            continue
+        if m is not None:
+            i = m.end()
+            continue
         if two == b"//":
             j = src.find(b"\n", i)
             i = n if j < 0 else j
@@ -341,7 +390,7 @@ def _contain_errors(src: bytes):
     blanked ranges are returned: their bytes stay in the unit's source, and the closure drops
     them unless they hold device code (as it does with ERROR nodes)."""
     parser, text, opaque = _get_parser(), src, []
-    device_rx = device_words(src)
+    device_rx, effects = device_words(src), _macro_effects(src)
     tree = parser.parse(text)
     for _ in range(_MAX_CONTAINED):
         bad = None
@@ -351,8 +400,8 @@ def _contain_errors(src: bytes):
             for c in node.children:
                 if c.type in _CONTAINERS or c.type == "linkage_specification":
                     stack.append(c)
-                elif c.type == "ERROR" or (c.has_error and c.type in ("declaration", "expression_statement")):
-                    end = _declaration_end(text, c.start_byte)
+                elif c.has_error:
+                    end = _declaration_end(text, c.start_byte, effects)
                     if c.start_byte < end < c.end_byte or (
                             c.type == "ERROR" and c.start_byte < end
                             and not device_rx.search(text, c.start_byte, end)):
