@@ -1,7 +1,8 @@
 """tests/port/cuda/parse_recovery.cu: a parse error stays inside the file-scope declaration
 it is in (prototypes wrapped in attribute macros, a device table spelled through
 function-like macros that open and close its braces), and the #if/#define lines of a dropped
-host function stay, so the kernels after them are found, compiled and run."""
+host function stay, so the kernels after them are found, compiled and run; launch bounds
+(computed, with a third argument) are hints, never a refusal."""
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ SRC = CUDA / "parse_recovery.cu"
 @pytest.mark.l0
 def test_errors_contained_to_their_declaration():
     u = parse.parse_file(SRC)
-    assert [f.name for f in u.kernels] == ["scale_after_errors", "weigh"]
+    assert [f.name for f in u.kernels] == ["scale_after_errors", "weigh", "bounded_add"]
     blanked = [u.source[a:b].decode().split("(")[0] for a, b in u.opaque]
     assert blanked == ["API_DEPRECATED", "API_DEPRECATED", "TABLE_BEGIN"]
     a, b = u.opaque[-1]  # the table ends at TABLE_END(), not at the end of the next kernel
@@ -37,7 +38,8 @@ def test_declaration_end_reads_macros_and_nesting():
 @pytest.mark.l0
 def test_translation_keeps_device_code_drops_host():
     t = build.translate_file(SRC)
-    assert {k.name: k.status for k in t.kernels} == {"scale_after_errors": "ok", "weigh": "ok"}
+    assert {k.name: k.status for k in t.kernels} == {"scale_after_errors": "ok", "weigh": "ok",
+                                                "bounded_add": "ok"}
     body = t.source.split("xvendor_cuda_compat_more.h")[1]
     assert "tensor_new_old" not in body and "tensor_nbytes_f" not in body  # host prototypes
     assert "configure_host" not in body  # the host function goes, its #define stays
@@ -59,3 +61,6 @@ def test_kernels_after_parse_errors_run(cuda_module, block):
     m.weigh[grid, block](y, x, n)
     w = torch.tensor([1.0, 2.0, 4.0, 8.0], dtype=torch.float64).repeat(n // 4 + 1)[:n]
     torch.testing.assert_close(y.double(), w * x.double())
+    y.fill_(float("nan"))
+    m.bounded_add[grid, block](y, x, n)  # launch bounds are hints: any block size runs
+    torch.testing.assert_close(y.double(), x.double() + 1.0)

@@ -45,3 +45,13 @@ __global__ void weigh(float *y, const float *x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = weights[i % 4] * x[i];
 }
+
+// launch bounds computed by constexpr calls, with the third (max blocks per cluster)
+// argument: occupancy hints only
+constexpr __host__ __device__ int bound_threads(int warps, int width) { return warps * width; }
+
+__global__ void __launch_bounds__(bound_threads(4, 32), 1, 2)
+bounded_add(float *y, const float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + 1.0f;
+}
