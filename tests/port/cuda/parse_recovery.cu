@@ -48,9 +48,9 @@ __global__ void weigh(float *y, const float *x, int n) {
 
 // launch bounds computed by constexpr calls, with the third (max blocks per cluster)
 // argument: occupancy hints only
-constexpr __host__ __device__ int bound_threads(int warps, int width) { return warps * width; }
+constexpr __host__ __device__ int bound_threads(int warps, int width, int halve) { return warps * width / (halve ? 2 : 1); }
 
-__global__ void __launch_bounds__(bound_threads(4, 32), 1, 2)
+__global__ void __launch_bounds__(bound_threads(8, 32, 1), 1, 2)
 bounded_add(float *y, const float *x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] + 1.0f;
