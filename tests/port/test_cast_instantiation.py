@@ -1,6 +1,8 @@
 """tests/port/cuda/cast_dispatch.cu: a host template's callers pass cast arguments
 (``(const double *) src``, ``static_cast<float *>(dst)``); the casts bind its template
-parameters, so the kernel it launches is instantiated for both types and runs."""
+parameters, so the kernel it launches is instantiated for both types and runs. A launch
+writing only the leading template arguments (``k<negate><<<...>>>(x, dst)``) gets the rest
+deduced from its arguments."""
 
 import pytest
 import torch
@@ -28,6 +30,12 @@ def test_casts_instantiate_the_kernel():
     assert sorted(i.args for i in rep.instantiations) == [["double"], ["float"]]
 
 
+@pytest.mark.l0
+def test_leading_launch_arguments_then_deduced():
+    rep = build.translate_file(SRC).report("scale_to")
+    assert [i.args for i in rep.instantiations] == [["true", "float", "double"]]
+
+
 @pytest.mark.l1
 @pytest.mark.parametrize("dtype,spec", [(torch.float32, "clamp_below<float>"),
                                         (torch.float64, "clamp_below<double>")])
@@ -38,3 +46,13 @@ def test_cast_instantiations_run(cuda_module, dtype, spec):
     y = torch.full((k,), float("nan"), dtype=dtype)
     m[spec][(k + 63) // 64, 64](x, y, -0.25, k)
     torch.testing.assert_close(y.double(), x.double().clamp(min=-0.25))
+
+
+@pytest.mark.l1
+def test_partly_deduced_instantiation_runs(cuda_module):
+    m = cuda_module("cast_dispatch")
+    k = 300
+    x = torch.randn(k, generator=torch.Generator().manual_seed(3))
+    y = torch.full((k,), float("nan"), dtype=torch.float64)
+    m["scale_to<true, float, double>"][(k + 63) // 64, 64](x, y, 1.5, k)
+    torch.testing.assert_close(y, -1.5 * x.double())

@@ -48,7 +48,13 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             continue
         if launch.template_args is not None:
             for args in _through_host_templates(unit, launch):
-                add(args)
+                rest = names[len(args):]
+                if rest and not all(t in fn.template_defaults for t in rest):
+                    # k<forward, false><<<...>>>(x, ...): the rest deduced from the arguments
+                    for full in _deduce(unit, fn, launch, dict(zip(names, args))):
+                        add(full)
+                else:
+                    add(args)
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
@@ -362,16 +368,19 @@ def _runtime_values(unit, launch, args=None) -> bool:
     return bool(used & names) or any("." in a or "->" in a for a in args)
 
 
-def _deduce(unit, fn, launch) -> list:
+def _deduce(unit, fn, launch, fixed=None) -> list:
     """Template argument lists deduced from the launch's argument types (``T*`` against
-    the declared type of a host variable); through host templates' own call sites."""
+    the declared type of a host variable); through host templates' own call sites.
+    ``fixed``: the leading template arguments written at the launch site."""
     host = unit.function(launch.host)
     if host is None:
         return []
-    per_param = {}
+    per_param = {t: {v} for t, v in (fixed or {}).items()}
     dispatch = None
     for p, a in zip(fn.params, launch.args):
         for kind, tname in fn.template_params:
+            if tname in (fixed or {}):
+                continue
             # PyTorch extensions: x.packed_accessor32<scalar_t, 3, ...>() / x.data_ptr<T>()
             # against an accessor<T, ...> / T* parameter (scalar_t: each AT_DISPATCH type)
             acc = _TENSOR_ARG.search(a)

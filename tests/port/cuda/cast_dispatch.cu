@@ -21,3 +21,21 @@ void clamp_op(const void * src, void * dst, float lo, int k, bool wide) {
         clamp_below_launch(static_cast<const float *>(src), static_cast<float *>(dst), lo, k);
     }
 }
+
+// leading template arguments written at the launch, the rest deduced from the arguments
+template <bool negate, typename T, typename D>
+static __global__ void scale_to(const T * x, D * dst, const float s, const int k) {
+    const int i = blockDim.x * blockIdx.x + threadIdx.x;
+    if (i < k) {
+        dst[i] = (D) ((negate ? -s : s) * (float) x[i]);
+    }
+}
+
+template <bool negate, typename T, typename D>
+static void scale_to_launch(const T * x, D * dst, const float s, const int k) {
+    scale_to<negate><<<(k + 63) / 64, 64>>>(x, dst, s, k);
+}
+
+void scale_op(const void * src, void * dst, float s, int k) {
+    scale_to_launch<true>((const float *) src, (double *) dst, s, k);
+}
