@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from . import parse
 from .parse import node_text, walk
 
 __all__ = ["drop_edits", "items"]
@@ -249,6 +250,12 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 "struct_specifier", "class_specifier", "union_specifier", "enum_specifier"):
             end = nxt.end_byte  # `struct X {...}` and its `;` are two nodes
         edits.append((it.start_byte, end, ""))
+    # declarations the parser could not read (parse.Unit.opaque): kept when they hold device
+    # code, like an unparsed ERROR node, else host code to drop
+    device = parse.device_words(unit.source)
+    for a, b in getattr(unit, "opaque", ()):
+        if not device.search(unit.source, a, b):
+            edits.append((a, b, ""))
     return edits
 
 

@@ -25,7 +25,6 @@ UNSUPPORTED = [
     (r"\b(__nanosleep|globaltimer)\b", "sleep / global-timer intrinsics"),
     (r"\b(__shfl|__shfl_down|__shfl_up|__shfl_xor|__any|__all|__ballot)\s*\(",
      "pre-CUDA-9 warp intrinsics without a mask (use the *_sync forms)"),
-    (r"\b__launch_bounds__\s*\([^)]*,[^)]*,", "__launch_bounds__ with a cluster size"),
     (r"\b(__cluster_dims__|cluster_group|this_cluster|__pipeline_\w+|cuda::pipeline|"
      r"cp\.async|__cp_async\w*|cuda::memcpy_async|memcpy_async)\b",
      "asynchronous copies / thread-block clusters (Hopper TMA, pipelines)"),

@@ -48,7 +48,13 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             continue
         if launch.template_args is not None:
             for args in _through_host_templates(unit, launch):
-                add(args)
+                rest = names[len(args):]
+                if rest and not all(t in fn.template_defaults for t in rest):
+                    # k<forward, false><<<...>>>(x, ...): the rest deduced from the arguments
+                    for full in _deduce(unit, fn, launch, dict(zip(names, args))):
+                        add(full)
+                else:
+                    add(args)
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
@@ -236,6 +242,8 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
                 a = a.strip().lstrip("&").strip()
                 if re.fullmatch(r"\w+", a) and decl.get(a):
                     env[p.base] = decl[a]
+                elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
+                    env[p.base] = _bound_by_cast(p, a)
         for t in own:
             if t not in env and t in host.template_defaults:
                 env[t] = host.template_defaults[t]
@@ -360,16 +368,19 @@ def _runtime_values(unit, launch, args=None) -> bool:
     return bool(used & names) or any("." in a or "->" in a for a in args)
 
 
-def _deduce(unit, fn, launch) -> list:
+def _deduce(unit, fn, launch, fixed=None) -> list:
     """Template argument lists deduced from the launch's argument types (``T*`` against
-    the declared type of a host variable); through host templates' own call sites."""
+    the declared type of a host variable); through host templates' own call sites.
+    ``fixed``: the leading template arguments written at the launch site."""
     host = unit.function(launch.host)
     if host is None:
         return []
-    per_param = {}
+    per_param = {t: {v} for t, v in (fixed or {}).items()}
     dispatch = None
     for p, a in zip(fn.params, launch.args):
         for kind, tname in fn.template_params:
+            if tname in (fixed or {}):
+                continue
             # PyTorch extensions: x.packed_accessor32<scalar_t, 3, ...>() / x.data_ptr<T>()
             # against an accessor<T, ...> / T* parameter (scalar_t: each AT_DISPATCH type)
             acc = _TENSOR_ARG.search(a)
@@ -449,7 +460,64 @@ def _names(unit, n) -> dict:
     return out
 
 
+_C_CAST = re.compile(r"\(\s*((?:const\s+|volatile\s+)*[A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)*)\s*([*&\s]*)\)\s*[\w(]")
+_CXX_CAST = re.compile(r"(?:static|reinterpret|const)_cast\s*<\s*((?:const\s+|volatile\s+)*[A-Za-z_][\w:]*"
+                       r"(?:\s+[A-Za-z_]\w*)*)\s*([*&\s]*)>\s*\(")
+_NOT_TYPES = {"sizeof", "return", "alignof", "decltype"}
+
+
+def cast_type(expr: str) -> str | None:
+    """The base type an argument is cast to: ``(const half *) p`` / ``static_cast<float *>(p)``
+    / ``(half) x`` -> ``half``, ``float``, ``half``; None for any other expression. Only a cast
+    of the whole argument counts (a cast inside an arithmetic expression says nothing)."""
+    expr = expr.strip()
+    for rx in (_CXX_CAST, _C_CAST):
+        m = rx.match(expr)
+        if m is None:
+            continue
+        if rx is _CXX_CAST:  # the cast's ( ... ) must close at the end of the argument
+            rest = expr[m.end() - 1:]
+        else:
+            rest = expr[m.end() - 1:]
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and (ch == ")" or rx is _C_CAST and ch in "+-*/%<>=?:|&^,"):
+                if rx is _C_CAST and i < len(rest) - 1 and ch != ")":
+                    return None
+                if i < len(rest) - 1 and rx is _CXX_CAST:
+                    return None
+        base = " ".join(re.sub(r"\b(const|volatile)\b", "", m.group(1)).split())
+        if not base or base.split()[0] in _NOT_TYPES:
+            return None
+        return base
+    return None
+
+
+def _bound_by_cast(p, expr: str) -> str | None:
+    """What a cast argument binds parameter ``p``'s template type to: ``T *`` from
+    ``(const half *) x`` is half, ``T`` from it is ``half *``; None when the pointer levels
+    cannot match."""
+    base = cast_type(expr)
+    if base is None:
+        return None
+    stars = _cast_stars(expr)
+    have = p.type.count("*")
+    if stars == have:
+        return base
+    if have == 0 and not p.reference:
+        return base + " " + "*" * stars
+    return None
+
+
+def _cast_stars(expr: str) -> int:
+    m = _CXX_CAST.match(expr.strip()) or _C_CAST.match(expr.strip())
+    return m.group(2).count("*") if m else 0
+
+
 def _types_of(unit, host, expr, depth) -> set:
+    if cast_type(expr):
+        return {cast_type(expr)}
     if not re.fullmatch(r"\w+", expr) or depth > 3:
         return set()
     base = _declared(unit, host).get(expr)

@@ -116,6 +116,10 @@ class Unit:
     launches: list
     macros: dict  # object-like #define name -> replacement text
     origin: list = field(default_factory=list)  # (file, line) of each line, includes inlined
+    # (start, end) byte ranges of file-scope declarations the parser could not read: hidden
+    # from it (blanked in the text it parsed) so that the error stays inside them; their
+    # bytes are still ``source``'s (see ``_contain_errors``)
+    opaque: list = field(default_factory=list)
 
     def where(self, line: int) -> str:
         """``line N`` of the parsed text as the user's file and line (``common.h:12``)."""
@@ -224,7 +228,7 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
     src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extern_c_guards(src)))
-    tree = _get_parser().parse(src)
+    tree, opaque = _contain_errors(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
         raise ParseError(f"{path}: tree-sitter-cuda could not parse any of the file")
@@ -235,7 +239,180 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         for n in walk(f.node):
             if n.type == "call_expression" and any(c.type == "kernel_call_syntax" for c in n.children):
                 launches.append(_launch(src, n, f.name))
-    return Unit(path, src, tree, functions, launches, macros)
+    return Unit(path, src, tree, functions, launches, macros, opaque=opaque)
+
+
+_MAX_CONTAINED = 400  # parse rounds at most: a file that is mostly not C++ stays as it parsed
+
+
+def _macro_effects(src: bytes) -> dict:
+    """Macro name -> the braces and semicolons its replacement holds (``b"{"``, ``b"};"``),
+    for the macros whose replacement holds any (the first definition of each name)."""
+    out = {}
+    for m in _MACRO_DEF.finditer(src):
+        body = m.group(2)
+        if body.startswith(b"("):  # function-like: the replacement follows the parameters
+            body = body[body.find(b")") + 1:] if b")" in body else b""
+        body = re.sub(rb'"(?:[^"\\\n]|\\.)*"|' + rb"'(?:[^'\\\n]|\\.)*'|//[^\n]*|/\*.*?\*/", b"", body, flags=re.S)
+        eff = bytes(c for c in body if c in b"{};")
+        if eff and m.group(1) not in out:
+            out[m.group(1)] = eff
+    return out
+
+
+_IDENT = re.compile(rb"[A-Za-z_]\w*")
+
+
+def _declaration_end(src: bytes, start: int, effects=None) -> int:
+    """The end of the top-level declaration that starts at ``start``, read lexically: the
+    first ``;`` outside (), [] and {}, or the ``}`` that closes the first brace block at
+    depth 0 (with a ``;`` right after it). Comments, strings and character literals are
+    skipped; a preprocessor line at depth 0 ends the declaration before it (a declaration
+    does not span ``#endif``). Returns ``start`` when nothing can be read."""
+    n, i, depth, line_start = len(src), start, 0, True
+    while i < n:
+        c = src[i:i + 1]
+        if line_start and c == b"#" and depth == 0 and i > start:
+            return i
+        if c in (b" ", b"\t", b"\r"):
+            i += 1
+            continue
+        if c == b"\n":
+            line_start = True
+            i += 1
+            continue
+        if line_start and c == b"#":  # a directive inside the declaration: skip its lines
+            while i < n:
+                j = src.find(b"\n", i)
+                j = n if j < 0 else j
+                if src[j - 1:j] != b"\\":
+                    i = j
+                    break
+                i = j + 1
+            continue
+        line_start = False
+        two = src[i:i + 2]
+        m = _IDENT.match(src, i) if effects and (c.isalpha() or c == b"_") else None
+        if m is not None and m.group(0) in effects:  # a macro that opens or closes a block
+            j = m.end()
+            k = j
+            while k < n and src[k:k + 1] in (b" ", b"\t"):
+                k += 1
+            if src[k:k + 1] == b"(":  # its arguments
+                d = 0
+                while k < n:
+                    d += {b"(": 1, b")": -1}.get(src[k:k + 1], 0)
+                    k += 1
+                    if d == 0:
+                        break
+                j = k
+            for e in effects[m.group(0)]:
+                e = bytes([e])
+                if e == b"{":
+                    depth += 1
+                elif e == b"}":
+                    depth -= 1
+                    if depth < 0:
+                        return i
+                elif depth == 0:  # ;
+                    return j
+            i = j
+            if depth == 0 and effects[m.group(0)].rstrip(b";").endswith(b"}"):
+                return j
+            continue
+        if m is not None:
+            i = m.end()
+            continue
+        if two == b"//":
+            j = src.find(b"\n", i)
+            i = n if j < 0 else j
+        elif two == b"/*":
+            j = src.find(b"*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c in (b'"', b"'"):
+            j = i + 1
+            while j < n and src[j:j + 1] != c and src[j:j + 1] != b"\n":
+                j += 2 if src[j:j + 1] == b"\\" else 1
+            i = j + 1
+        elif c in (b"(", b"[", b"{"):
+            depth += 1
+            i += 1
+        elif c in (b")", b"]", b"}"):
+            depth -= 1
+            i += 1
+            if depth < 0:  # closes a block the declaration is in: it ends here
+                return i - 1
+            if c == b"}" and depth == 0:
+                j = i
+                while j < n and src[j:j + 1] in (b" ", b"\t"):
+                    j += 1
+                return j + 1 if src[j:j + 1] == b";" else i
+        elif c == b";" and depth == 0:
+            return i + 1
+        else:
+            i += 1
+    return n
+
+
+_MACRO_DEF = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_DEVICE_WORDS = (b"__device__", b"__global__", b"__constant__")
+
+
+def device_words(src: bytes):
+    """A regex finding device code in ``src``'s text: the qualifiers, or a macro whose
+    replacement spells one (``#define TABLE_BEGIN(t, n, s) static const __device__ t n[s] = {``),
+    transitively."""
+    defs = {m.group(1): m.group(2) for m in _MACRO_DEF.finditer(src)}
+    words = set(_DEVICE_WORDS)
+    grew = True
+    while grew:
+        rx = re.compile(rb"\b(" + b"|".join(re.escape(w) for w in sorted(words)) + rb")\b")
+        new = {n for n, body in defs.items() if n not in words and rx.search(body)}
+        grew = bool(new)
+        words |= new
+    return rx
+
+
+def _blank(src: bytes, a: int, b: int) -> bytes:
+    return src[:a] + re.sub(rb"[^\n]", b" ", src[a:b]) + src[b:]
+
+
+def _contain_errors(src: bytes):
+    """(tree, opaque ranges): ``src`` parsed so that a declaration tree-sitter cannot read
+    costs that declaration only. tree-sitter's error recovery can turn one unreadable
+    file-scope declaration (a prototype wrapped in a macro, ``M(void f(int), "hint");``) into
+    an ERROR node that swallows the rest of the file, and with it every kernel after it.
+    Each file-scope ERROR node that reaches past the declaration it starts (found lexically,
+    ``_declaration_end``) has that declaration blanked in the text given to the parser (same
+    bytes, same lines) and the file is parsed again, until no ERROR node reaches past its
+    declaration; a file-scope ERROR node inside its declaration has it blanked too when the
+    declaration holds no device code (its rest would parse as stray host declarations). The
+    blanked ranges are returned: their bytes stay in the unit's source, and the closure drops
+    them unless they hold device code (as it does with ERROR nodes)."""
+    parser, text, opaque = _get_parser(), src, []
+    device_rx, effects = device_words(src), _macro_effects(src)
+    tree = parser.parse(text)
+    for _ in range(_MAX_CONTAINED):
+        bad = None
+        stack = [tree.root_node]
+        while stack and bad is None:
+            node = stack.pop()
+            for c in node.children:
+                if c.type in _CONTAINERS or c.type == "linkage_specification":
+                    stack.append(c)
+                elif c.has_error:
+                    end = _declaration_end(text, c.start_byte, effects)
+                    if c.start_byte < end < c.end_byte or (
+                            c.type == "ERROR" and c.start_byte < end
+                            and not device_rx.search(text, c.start_byte, end)):
+                        bad = (c.start_byte, end)
+                        break
+        if bad is None:
+            break
+        opaque.append(bad)
+        text = _blank(text, *bad)
+        tree = parser.parse(text)
+    return tree, sorted(opaque)
 
 
 _DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*?)[ \t]*$", re.M)

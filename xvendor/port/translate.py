@@ -438,8 +438,26 @@ def _file_scope_edits(unit, gvars) -> list:
     return edits
 
 
+_CONDITIONAL = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef|else|endif|define|undef)\b"
+                         rb"(?:[^\n]*\\\n)*[^\n]*", re.M)
+
+
+def _directives(src: bytes, start: int, end: int) -> str:
+    """The conditional and #define/#undef lines that start inside ``src[start:end]``, each on
+    a line of its own: what a deleted or replaced range must leave behind so that the code
+    after it sees the preprocessor state it had (a ``#define`` inside a dropped host
+    function, the ``#if`` lines around declarations of which only some are dropped)."""
+    out = []
+    for m in _CONDITIONAL.finditer(src, start, end):
+        at_line = m.start() == 0 or src[m.start() - 1:m.start()] == b"\n"
+        if at_line and m.start() >= start and m.end() <= end:
+            out.append("\n" + m.group(0).decode(errors="replace") + "\n")
+    return "".join(out)
+
+
 def _apply(src: bytes, edits: list) -> str:
-    """Apply (start, end, text) edits; an edit inside a replaced range is dropped."""
+    """Apply (start, end, text) edits; an edit inside a replaced range is dropped. A replaced
+    range keeps its preprocessor conditionals and macro definitions (``_directives``)."""
     edits = sorted(edits, key=lambda e: (e[0], e[1] != e[0], -(e[1] - e[0])))  # inserts first
     out, pos = [], 0
     for start, end, text in edits:
@@ -447,6 +465,8 @@ def _apply(src: bytes, edits: list) -> str:
             continue  # nested in an earlier replacement (e.g. a dropped kernel)
         out.append(src[pos:start].decode(errors="replace"))
         out.append(text)
+        if end > start and b"#" in src[start:end]:
+            out.append(_directives(src, start, end))
         pos = max(pos, end)
     out.append(src[pos:].decode(errors="replace"))
     return "".join(out)
