@@ -1,11 +1,12 @@
-"""llama3 and qwen3-MoE debug models, 1 and 2 processes (2: FSDP2), stock torchtitan vs with
-xvendor's ops (``--override.imports ...xvendor_ops``), under real torchrun on 127.0.0.1
-(gloo), ``--debug.deterministic --debug.seed 42``, seq_len 128, local batch 2, 3 steps.
+"""llama3 and qwen3-MoE debug models, 1 and 2 processes (2: FSDP2), and deepseek_v3 on 1 process,
+stock torchtitan vs with xvendor's ops (``--override.imports ...xvendor_ops``), under real
+torchrun on 127.0.0.1 (gloo), ``--debug.deterministic --debug.seed 42``, seq_len 128, local
+batch 2, 3 steps.
 
-Marked heavy (``make test`` leaves it out, ``.ci/run``'s second step runs it): 8 cold
-torchtitan runs cost ~6-10 minutes on this 2-core machine (llama3 ~30-40 s a run, qwen3
-``qwen3_moe_debug`` ~100 s); deepseek_v3 (every override, FSDP2 + EP) is in the default l1 set
-(``test_torchtitan_train.py``). Measured figures: docs/torchtitan.md.
+Marked heavy (``make test`` leaves it out, ``.ci/run``'s second step runs it): 10 cold
+torchtitan runs cost ~7-12 minutes on this 2-core machine (llama3 ~30-40 s a run, qwen3
+``qwen3_moe_debug`` ~100 s, deepseek_v3 ~40 s); deepseek_v3 on 2 processes (every override,
+FSDP2 + EP) is ``test_torchtitan_train.py``. Measured figures: docs/torchtitan.md.
 
 Tolerance: the derivation in ``test_torchtitan_train.py`` (step 1 within 2^-12 relative,
 later steps within 2^-8 of the accumulated loss change): on this CPU the forward of each
@@ -47,7 +48,11 @@ def _assert_tracks(ours: list[float], stock: list[float]) -> None:
 
 
 MODELS = {"llama3": (["--module", "llama3", "--config", "llama3_debugmodel"], "Llama3Model"),
-          "qwen3": (["--module", "qwen3", "--config", "qwen3_moe_debug"], "Qwen3Model")}
+          "qwen3": (["--module", "qwen3", "--config", "qwen3_moe_debug"], "Qwen3Model"),
+          "deepseek_v3": (["--module", "deepseek_v3", "--config", "deepseek_v3_debugmodel"],
+                          "DeepSeekV3Model")}
+# deepseek_v3 on 2 processes (FSDP2 + expert parallel 2) is test_torchtitan_train.py's
+CASES = [(m, n) for m in ("llama3", "qwen3") for n in (1, 2)] + [("deepseek_v3", 1)]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +60,7 @@ def work(tmp_path_factory):
     return assets.make_assets(tmp_path_factory.mktemp("titan_models"))
 
 
-@pytest.mark.parametrize("nproc", [1, 2])
-@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("model, nproc", CASES, ids=[f"{m}-{n}" for m, n in CASES])
 def test_loss_tracks_stock_and_every_op_ran(work, model, nproc):
     argv, cls = MODELS[model]
     stock = launch.start(work, argv + COMMON, nproc=nproc,
