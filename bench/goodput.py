@@ -321,7 +321,14 @@ def _launch_ckpt(a, workdir: str) -> subprocess.Popen:
             "--monitor-interval", "0.1", os.path.abspath(__file__), "--worker", "ckpt",
             "--workdir", workdir, "--width", str(a.width), "--mtbf", str(a.mtbf),
             "--warm", str(a.warm)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "LOGLEVEL": "WARNING"}
+    # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torch's documented way out of pytorch#135712
+    # (open in 2.15 as #167288). By default the workers' env:// init shares torchrun's
+    # rendezvous store, and after a restart a rank reads the keys of the round before:
+    # gloo's connectFullMesh goes to dead peers ("Connection refused") and the round dies,
+    # measured here 17 rounds in a row after one kill. Without it this baseline would
+    # measure that bug, not checkpoint-restart.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LOGLEVEL": "WARNING",
+           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     log = open(os.path.join(workdir, "launcher.log"), "w")
     return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
