@@ -153,6 +153,7 @@ def ckpt_worker(a) -> None:
                 json.dump({"checkpoint_s": c, "checkpoint_each_s": costs, "step_s": t_step,
                            "tau_s": tau, "K": k, "mtbf_s": a.mtbf}, f)
             os.replace(plan_path + ".tmp", plan_path)
+        dist.barrier()                              # the plan is on disk before anyone reads it
     with open(plan_path) as f:
         k = json.load(f)["K"]
     while True:

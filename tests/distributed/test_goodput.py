@@ -129,6 +129,31 @@ def test_quick_run_is_sane_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.l1
+@pytest.mark.timeout(300)
+@pytest.mark.heavy
+def test_checkpoint_restart_resumes_after_a_kill(tmp_path):
+    # torchrun restarts the workers, which resume from the last DCP checkpoint (without
+    # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 every restart died in gloo's connectFullMesh)
+    run = uuid.uuid4().hex
+    out = tmp_path / "goodput.json"
+    # --quick's sizes but a 30 s failure window: the restart (2 cold interpreters and the
+    # DCP load) must land inside it
+    p = start(run, "--ways", "ckpt", "--replicas", "2", "--window", "30", "--ff-window", "4",
+              "--max-failures", "1", "--warm", "3", "--mtbf", "3", "--no-ff-after",
+              "--json", str(out))
+    try:
+        text, _ = p.communicate(timeout=280)
+    finally:
+        p.kill()
+    assert p.returncode == 0, text
+    assert marked(run) == [], f"left running: {marked(run)}\n{text}"
+    ck = json.loads(out.read_text())["ways"]["ckpt"]
+    assert ck["landed"] == 1 and ck["plan"]["K"] >= 1, ck
+    assert len(ck["recover_s"]) == 1 and 0 < ck["recover_s"][0] < 60, ck
+    assert ck["steps_lost"] >= 0 and ck["goodput"] < 1.2, ck
+
+
+@pytest.mark.l1
 @pytest.mark.timeout(200)
 def test_ctrl_c_kills_every_process(tmp_path):
     run = uuid.uuid4().hex
