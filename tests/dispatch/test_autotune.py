@@ -51,3 +51,22 @@ def test_an_explicit_request_is_not_autotuned(result):
     assert r["timings"] == []
     assert r["calls_xvendor"] and not r["calls_torch"]
     assert r["err"] < 1e-5
+
+
+@pytest.mark.parametrize("op", ["gemm", "grouped_mm", "rms_norm", "scaled_mm",
+                                "scaled_grouped_mm"])
+def test_argument_positions_come_from_the_registered_op(op):
+    # the lowering reads a traced call's arguments by schema position: the names are the
+    # registered custom op's, in the public function's order, and each resolves to its slot
+    import inspect
+
+    import xvendor
+    from xvendor.dispatch import autotune
+
+    names = autotune._schema(op)
+    assert list(names) == list(inspect.signature(getattr(xvendor, op)).parameters)
+    args = tuple(f"value of {n}" for n in names[:-2])
+    for i, n in enumerate(names):
+        want = args[i] if i < len(args) else None
+        assert autotune._value(op, n, args, {}) == want
+    assert autotune._value(op, names[-1], (), {names[-1]: "kw"}) == "kw"

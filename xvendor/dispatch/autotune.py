@@ -61,7 +61,7 @@ def ensure_registered(op: str) -> None:
     # applies it to that position among the tensors present (optional ones shift them)
     register_custom_op_autotuning(overload, config_generator=lambda fakes: _configs(op, fakes),
                                   name=f"xvendor_{op}",
-                                  input_gen_fns={n: _random_like for n in _SCHEMA[op][:-1]})
+                                  input_gen_fns={n: _random_like for n in _schema(op)[:-1]})
     tuned = user_lowerings[overload]
 
     def lowering(*args, **kwargs):
@@ -116,7 +116,7 @@ def _floor_decomposition(op: str):
     """torch's own kernel for ``op`` as a decomposition Inductor traces and inlines; a call
     its rules refuse raises while tracing and the choice is dropped."""
     kernel = engine.floor_kernel(op)
-    schema = _SCHEMA[op]
+    schema = _schema(op)
 
     def torch_floor(*tensors, **kwargs):
         it = iter(tensors)
@@ -135,7 +135,7 @@ def _value(op: str, name: str, args: tuple, kwargs: dict):
     """The traced call's value of argument ``name`` (None when not given)."""
     if name in kwargs:
         return kwargs[name]
-    i = _SCHEMA[op].index(name)
+    i = _schema(op).index(name)
     return args[i] if i < len(args) else None
 
 
@@ -164,13 +164,14 @@ def _random_like(fake: torch.Tensor) -> torch.Tensor:
     return torch.randint(0, 256, shape, dtype=torch.uint8, device=device).view(dtype)
 
 
-# each op's schema argument names, in order (backend last)
-_SCHEMA = {
-    "gemm": ("a", "b", "bias", "out_dtype", "backend"),
-    "grouped_mm": ("a", "b", "offs", "bias", "out_dtype", "backend"),
-    "rms_norm": ("x", "weight", "eps", "backend"),
-    "scaled_mm": ("a", "b", "scale_a", "recipe_a", "scale_b", "recipe_b", "swizzle_a",
-                  "swizzle_b", "bias", "output_dtype", "backend"),
-    "scaled_grouped_mm": ("a", "b", "scale_a", "recipe_a", "scale_b", "recipe_b", "offs",
-                          "swizzle_a", "swizzle_b", "output_dtype", "backend"),
-}
+def _schema(op: str) -> tuple:
+    """``op``'s argument names in schema order (``backend`` last), read from the registered
+    custom op itself, so a new argument can never leave this module out of step."""
+    names = _NAMES.get(op)
+    if names is None:
+        names = _NAMES[op] = tuple(a.name for a in
+                                   getattr(torch.ops.xvendor, op).default._schema.arguments)
+    return names
+
+
+_NAMES: dict = {}
