@@ -316,3 +316,75 @@ def test_a_process_holding_an_etcd_client_forks_healthy_children(etcd):
     assert proc.returncode == 0, proc.stderr[-3000:]
     codes = json.loads(proc.stdout.strip().splitlines()[-1])
     assert codes == [0] * 40, (codes, proc.stderr[-2000:])
+
+
+@pytest.mark.l0
+def test_tls_options_name_the_argument_and_the_rule(tmp_path):
+    from argparse import Namespace
+
+    from xvendor.distributed.etcdstore import TLS, tls_from_args
+    pem = tmp_path / "ca.pem"
+    pem.write_text("x")
+    store = "etcd://127.0.0.1:1"
+
+    def args(**kw):
+        return Namespace(**{"store": store, "etcd_cacert": None, "etcd_cert": None,
+                            "etcd_key": None, "etcd_server_name": None, **kw})
+    assert tls_from_args(args()) is None
+    assert tls_from_args(args(etcd_cacert=str(pem))) == TLS(str(pem))
+    with pytest.raises(ValueError, match="--etcd-cert needs --etcd-cacert"):
+        tls_from_args(args(etcd_cert=str(pem), etcd_key=str(pem)))
+    with pytest.raises(ValueError, match="--etcd-cert and --etcd-key go together.*only "
+                                         "--etcd-key"):
+        tls_from_args(args(etcd_cacert=str(pem), etcd_key=str(pem)))
+    with pytest.raises(ValueError, match="--etcd-cacert .*missing.pem: not a readable file"):
+        tls_from_args(args(etcd_cacert=str(tmp_path / "missing.pem")))
+    with pytest.raises(ValueError, match="--etcd-cacert is for --store etcd://"):
+        tls_from_args(args(store="embedded", etcd_cacert=str(pem)))
+
+
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl binary "
+                                   "to make the test certificates: apt-get install openssl "
+                                   "(scripts/apt-packages.txt)")
+
+
+@pytest.mark.l1
+@needs_etcd
+@needs_openssl
+def test_tls_etcd_takes_only_clients_with_a_certificate(tmp_path):
+    """etcd serving TLS with client-certificate authentication: a replica given the CA and
+    its certificate leads; a plaintext client and a TLS client without a certificate are
+    refused and change nothing."""
+    from xvendor.distributed import etcdstore as es
+    with es.LocalEtcd(ETCD, tls=True) as etcd:
+        good = es.Etcd(es.parse_url(etcd.url), tls=etcd.tls)
+        try:
+            good.run(good.client.put(b"/xv-tls", b"kept"))
+            rev = good.revision()
+            for tls in (None, es.TLS(etcd.tls.cacert)):
+                bad = es.Etcd(es.parse_url(etcd.url), tls=tls, timeout_s=2)
+                try:
+                    with pytest.raises(Exception, match="failed to connect|UNAVAILABLE"):
+                        bad.run(bad.client.put(b"/xv-tls", b"overwritten"))
+                finally:
+                    bad.close()
+            assert good.get(b"/xv-tls").value == b"kept" and good.revision() == rev
+        finally:
+            good.close()
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "xvendor.cli", "coordinator", "--host", "127.0.0.1",
+             "--port", str(port), "--store-port", str(free_port()), "--store", etcd.url,
+             "--etcd-cacert", etcd.tls.cacert, "--etcd-cert", etcd.tls.cert,
+             "--etcd-key", etcd.tls.key], env=dict(os.environ, XVENDOR_TOKEN=TOKEN),
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "replica.log", "w"),
+            start_new_session=True)
+        try:
+            wait_for(lambda: "listening on" in (tmp_path / "replica.log").read_text()
+                     or proc.poll() is not None, 60, "the TLS replica to lead")
+            text = (tmp_path / "replica.log").read_text()
+            assert "leading at" in text and "listening on" in text, text
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)

@@ -480,6 +480,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "own minimum, 1.5 x its --election-timeout)")
     p.add_argument("--etcd-user", default=None,
                    help="with --store etcd://: etcd user (password in env XVENDOR_ETCD_PASSWORD)")
+    p.add_argument("--etcd-cacert", default=None, metavar="PEM",
+                   help="with --store etcd://: talk TLS to etcd, trusting this CA for its "
+                        "server certificate")
+    p.add_argument("--etcd-cert", default=None, metavar="PEM",
+                   help="with --etcd-cacert: this replica's client certificate (etcd "
+                        "--client-cert-auth); needs --etcd-key")
+    p.add_argument("--etcd-key", default=None, metavar="PEM",
+                   help="with --etcd-cert: the client certificate's private key")
+    p.add_argument("--etcd-server-name", default=None,
+                   help="with --etcd-cacert: the name etcd's certificate must carry, when it "
+                        "is not the endpoint's host")
     p.add_argument("--name", default=None,
                    help="this replica's name in the logs and the leader key (default host:port)")
 
@@ -522,6 +533,8 @@ def run(args) -> int:
     if getattr(args, "store", "embedded") != "embedded":
         return _run_replica(args)
     try:
+        from .etcdstore import tls_from_args
+        tls_from_args(args)  # TLS options without an etcd store: an error, not ignored
         token = read_token(args.token_file)
         c = Coordinator(token, args.host, args.port, args.store_port, args.min_replicas,
                         args.join_timeout, coordinator_timing(args),
@@ -548,6 +561,7 @@ def _run_replica(args) -> int:
     try:
         token = read_token(args.token_file)
         etcdstore.parse_url(args.store)
+        etcdstore.tls_from_args(args)
         coordinator_timing(args)
     except ValueError as e:
         print(f"xvendor coordinator: {e}", file=sys.stderr)

@@ -39,7 +39,17 @@ lease-bounded serving window keep it exact.
 
 Client: ``aetcd`` (asyncio, gRPC), driven from a private event-loop thread so the store
 server and the coordinator loop call it synchronously. Securing etcd itself (TLS, users):
-see docs/resilient-groups.md; ``--etcd-user`` / ``XVENDOR_ETCD_PASSWORD`` authenticate.
+see docs/resilient-groups.md; ``--etcd-user`` / ``XVENDOR_ETCD_PASSWORD`` authenticate,
+``--etcd-cacert`` (with ``--etcd-cert`` / ``--etcd-key`` for client certificates) makes
+the link TLS (NOTE [etcd TLS]).
+
+NOTE [etcd TLS]: aetcd 1.0.0 opens every channel with ``aetcd.rpc.insecure_channel`` and has
+no TLS parameter. Each ``Etcd`` drives its client from its own event-loop thread; a TLS
+client registers that thread with its gRPC credentials, and one wrapper installed over
+``aetcd.rpc.insecure_channel`` opens a channel asked for on a registered thread with
+``grpc.aio.secure_channel`` instead (a channel opened on any other thread, e.g. a plaintext
+``Etcd`` or another library's client in the same process, passes through unchanged). Written here because no released etcd v3 client
+for asyncio both supports TLS and runs on this Python (aetcd is the one that runs).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from typing import NamedTuple
 
 from . import authstore
 from .authstore import ADD, CAS, DEL, MSET, OK, SET
@@ -89,11 +100,79 @@ def job_root(token: str) -> bytes:
     return f"/xvendor/{tag}/".encode()
 
 
+class TLS(NamedTuple):
+    """The files of a TLS link to etcd (PEM): the CA that signed etcd's server certificate,
+    and, when etcd requires client certificates (``--client-cert-auth``), this client's
+    certificate and key. ``server_name``: the name to check etcd's certificate against when
+    it is not the endpoint's host (gRPC's ``ssl_target_name_override``)."""
+    cacert: str
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+
+
+def tls_from_args(args) -> TLS | None:
+    """``--etcd-cacert/--etcd-cert/--etcd-key/--etcd-server-name`` -> TLS (None: plaintext),
+    each file checked readable; a bad combination names the argument and the rule."""
+    ca, cert, key = (getattr(args, f"etcd_{n}", None) for n in ("cacert", "cert", "key"))
+    name = getattr(args, "etcd_server_name", None)
+    if ca is None:
+        if cert or key or name:
+            given = next(f"--etcd-{n.replace('_', '-')}" for n, v in
+                         (("cert", cert), ("key", key), ("server_name", name)) if v)
+            raise ValueError(f"{given} needs --etcd-cacert (the CA of etcd's server "
+                             f"certificate): TLS to etcd starts with it")
+        return None
+    if getattr(args, "store", "embedded") == "embedded":
+        raise ValueError("--etcd-cacert is for --store etcd://...; the embedded store has no "
+                         "etcd link")
+    if (cert is None) != (key is None):
+        raise ValueError("--etcd-cert and --etcd-key go together (a client certificate and "
+                         f"its private key), got only {'--etcd-cert' if cert else '--etcd-key'}")
+    for flag, path in (("--etcd-cacert", ca), ("--etcd-cert", cert), ("--etcd-key", key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise ValueError(f"{flag} {path}: not a readable file")
+    return TLS(ca, cert, key, name)
+
+
+_SECURE: dict[int, tuple] = {}  # loop thread id -> (credentials, channel options to add)
+
+
+def _secure_channels() -> None:
+    """Install (once) the wrapper of NOTE [etcd TLS] over ``aetcd.rpc.insecure_channel``."""
+    import aetcd.rpc as rpc
+    if getattr(rpc.insecure_channel, "_xvendor_tls", False):
+        return
+    plain = rpc.insecure_channel
+
+    def channel(target, options=None, *a, **kw):
+        found = _SECURE.get(threading.get_ident())
+        if found is None:
+            return plain(target, options, *a, **kw)
+        creds, extra = found
+        return rpc.secure_channel(target, creds, [*(options or ()), *extra])
+    channel._xvendor_tls = True
+    rpc.insecure_channel = channel
+
+
+def _credentials(tls: TLS):
+    import grpc
+
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read()
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(tls.cacert),
+        private_key=read(tls.key) if tls.key else None,
+        certificate_chain=read(tls.cert) if tls.cert else None)
+
+
 class Etcd:
     """A synchronous face on ``aetcd.Client``: its coroutines run on a private event loop."""
 
     def __init__(self, endpoints: list[tuple[str, int]], timeout_s: float = 2.0,
-                 user: str | None = None, password: str | None = None):
+                 user: str | None = None, password: str | None = None,
+                 tls: TLS | None = None):
         # gRPC's fork handlers (on by default in grpcio) break every child a process forks
         # while a call is in flight: the child runs the handlers half-way and dies of SIGABRT
         # or SIGSEGV before it can exec (seen with subprocess.run from a test process that
@@ -112,6 +191,11 @@ class Etcd:
         self._thread = threading.Thread(target=self._loop.run_forever, name="xv-etcd",
                                         daemon=True)
         self._thread.start()
+        if tls is not None:  # before the first call: aetcd connects lazily, on that thread
+            _secure_channels()
+            extra = (("grpc.ssl_target_name_override", tls.server_name),) \
+                if tls.server_name else ()
+            _SECURE[self._thread.ident] = (_credentials(tls), extra)
         self.client = aetcd.Client(host, port, username=user, password=password,
                                    timeout=timeout_s)
         self.tx = self.client.transactions
@@ -145,6 +229,7 @@ class Etcd:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(2)
+        _SECURE.pop(self._thread.ident, None)
 
 
 class Replica:
@@ -323,7 +408,8 @@ def run_replica(args, token: str, make_coordinator, log) -> int:
     from etcd) until fenced or the lease lapses; step down; campaign again."""
     endpoints = parse_url(args.store)
     password = os.environ.get("XVENDOR_ETCD_PASSWORD") or None
-    etcd = Etcd(endpoints, user=getattr(args, "etcd_user", None), password=password)
+    etcd = Etcd(endpoints, user=getattr(args, "etcd_user", None), password=password,
+                tls=tls_from_args(args))
     me = {"pid": os.getpid(), "host": socket.gethostname(), "port": args.port,
           "name": getattr(args, "name", None) or f"{socket.gethostname()}:{args.port}"}
     replica = Replica(etcd, job_root(token), me, args.lease_ttl, log)
@@ -391,31 +477,74 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def make_certificates(folder: str, openssl: str | None = None) -> dict[str, str]:
+    """A throw-away CA, a server certificate for 127.0.0.1/localhost and a client
+    certificate signed by it, written as PEM files into ``folder`` with the ``openssl``
+    command (for a local TLS etcd: tests, the bench). Returns their paths by name."""
+    openssl = openssl or shutil.which("openssl")
+    if openssl is None:
+        raise FileNotFoundError("no openssl binary on PATH (Debian: apt-get install openssl)")
+    p = {n: os.path.join(folder, f"{n}.pem") for n in
+         ("ca", "ca-key", "server", "server-key", "client", "client-key")}
+    ext = os.path.join(folder, "server.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                "extendedKeyUsage=serverAuth\n")
+    cext = os.path.join(folder, "client.ext")
+    with open(cext, "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+
+    def run(*argv):
+        subprocess.run([openssl, *argv], check=True, capture_output=True, timeout=60)
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("req", "-x509", *key, "-keyout", p["ca-key"], "-out", p["ca"], "-days", "2",
+        "-subj", "/CN=xvendor test CA")
+    for who, extfile in (("server", ext), ("client", cext)):
+        csr = os.path.join(folder, f"{who}.csr")
+        run("req", "-new", *key, "-keyout", p[f"{who}-key"], "-out", csr,
+            "-subj", f"/CN=xvendor test {who}")
+        run("x509", "-req", "-in", csr, "-CA", p["ca"], "-CAkey", p["ca-key"],
+            "-CAcreateserial", "-out", p[who], "-days", "2", "-extfile", extfile)
+    return p
+
+
 class LocalEtcd:
     """One etcd member on 127.0.0.1 in a temporary data dir, with the fast timings that
-    allow a 1 s lease TTL (``--heartbeat-interval 50 --election-timeout 500``)."""
+    allow a 1 s lease TTL (``--heartbeat-interval 50 --election-timeout 500``). With
+    ``tls=True`` it serves clients over TLS only and requires a client certificate signed
+    by its own throw-away CA (``self.tls``: the files a client needs)."""
 
-    def __init__(self, binary: str | None = None, timeout_s: float = 30.0):
+    def __init__(self, binary: str | None = None, timeout_s: float = 30.0, tls: bool = False):
         self.binary = binary or shutil.which("etcd")
         if self.binary is None:
             raise FileNotFoundError("no etcd binary on PATH (Debian: apt-get install "
                                     "etcd-server)")
         self.dir = tempfile.mkdtemp(prefix="xv-etcd-")
         self.port, peer = _free_port(), _free_port()
-        url, purl = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
+        scheme = "https" if tls else "http"
+        url, purl = f"{scheme}://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer}"
+        secure, ctx, self.tls = [], None, None
+        if tls:
+            import ssl
+            c = make_certificates(self.dir)
+            self.tls = TLS(c["ca"], c["client"], c["client-key"])
+            secure = ["--cert-file", c["server"], "--key-file", c["server-key"],
+                      "--trusted-ca-file", c["ca"], "--client-cert-auth"]
+            ctx = ssl.create_default_context(cafile=c["ca"])
+            ctx.load_cert_chain(c["client"], c["client-key"])
         self.log = open(os.path.join(self.dir, "etcd.log"), "w")
         self.proc = subprocess.Popen(
             [self.binary, "--name", "s1", "--data-dir", os.path.join(self.dir, "data"),
              "--listen-client-urls", url, "--advertise-client-urls", url,
              "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
              "--initial-cluster", f"s1={purl}", "--heartbeat-interval", "50",
-             "--election-timeout", "500", "--auto-compaction-retention", "1"],
+             "--election-timeout", "500", "--auto-compaction-retention", "1", *secure],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         self.url = f"etcd://127.0.0.1:{self.port}"
         end = time.monotonic() + timeout_s
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+                with urllib.request.urlopen(f"{url}/health", timeout=1, context=ctx) as r:
                     if json.loads(r.read()).get("health") == "true":
                         return
             except OSError:
