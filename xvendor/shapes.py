@@ -19,7 +19,7 @@ from typing import NamedTuple
 from torch.compiler import is_compiling as _compiling
 
 __all__ = ["GROUPED_FORMS", "GroupedProblem", "pow2_bucket", "m_bucket", "operand_layout",
-           "grouped_problem", "gemm_class", "grouped_mm_class"]
+           "grouped_problem", "gemm_class", "grouped_mm_class", "note_last_end", "last_end"]
 
 # The four forms of torch._grouped_mm, by (a.dim(), b.dim()), and what offs runs along.
 GROUPED_FORMS = {(2, 3): "2Dx3D", (3, 2): "3Dx2D", (2, 2): "2Dx2D", (3, 3): "3Dx3D"}
@@ -134,3 +134,26 @@ def grouped_mm_class(a, b, offs=None, bias=None, out_dtype=None) -> tuple:
     layout = f"{p.form}:{operand_layout(a)}{operand_layout(b)}"
     return (layout, m_bucket(a.shape[-2]), b.shape[-1], a.shape[-1], pow2_bucket(p.groups),
             _dtype_name(out_dtype or a.dtype))
+
+
+# NOTE [offs read once]: on the CPU the op's data checks read ``offs`` on the host (one
+# ``tolist``), and the torch backend needs ``offs[-1]`` again to zero what lies past it:
+# a second read costs ~2 us, as much as the rest of that kernel's Python. The checks leave
+# the last end here for the call in progress, keyed by the tensor object and its version
+# counter (an in-place write in between invalidates it), and the kernel takes it once.
+_LAST_END: list = [None]
+
+
+def note_last_end(offs, end: int) -> None:
+    """Remember ``end`` (= ``offs[-1]``, read by the caller) for this call's kernel."""
+    _LAST_END[0] = (offs, offs._version, end)
+
+
+def last_end(offs) -> int:
+    """``offs[-1]`` as an int (0 for no groups): the value the checks noted for this very
+    tensor, else read from it (a host read: CPU tensors only)."""
+    memo = _LAST_END[0]
+    if memo is not None and memo[0] is offs and memo[1] == offs._version:
+        _LAST_END[0] = None
+        return memo[2]
+    return int(offs[-1]) if offs.numel() else 0

@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 import torch.compiler
 
-from .. import registry
+from .. import registry, shapes
 
 __all__ = ["ArgumentError", "Case", "OpSpec", "SPECS", "define", "fast_path_open",
            "set_fast_path", "check_float", "check_same_device", "traced_torch", "traced"]
@@ -218,6 +218,7 @@ def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int
         check_group_ends_on_device(op, offs, extent, where, start_multiple)
         return
     ends = offs.tolist()
+    shapes.note_last_end(offs, ends[-1])
     # The common case, all rules met, in C-level builtins (a Python loop over 128 experts
     # costs ~5 us per call); the loop below only finds the first broken rule to name it.
     if ends[0] >= 0 and ends[-1] <= extent and all(map(operator.le, ends, ends[1:])) \

@@ -41,20 +41,23 @@ _WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 def _check(op: str, x, weight, eps) -> None:
     check_tensor(op, "x", x)
     check_float(op, "x", x)
-    if x.dim() < 1:
+    nx = x.dim()
+    if nx < 1:
         raise ArgumentError(op, "x", "must have at least 1 dimension, got a 0-D tensor")
     if weight is not None:
         check_tensor(op, "weight", weight)
         nd = weight.dim()
-        if nd < 1 or nd > x.dim() or tuple(weight.shape) != tuple(x.shape[x.dim() - nd:]):
+        if nd < 1 or nd > nx or weight.shape != x.shape[nx - nd:]:
             raise ArgumentError(op, "weight", f"shape must equal the last dimensions of x "
                                               f"{tuple(x.shape)}, got {tuple(weight.shape)}")
-        if weight.dtype not in (x.dtype, torch.float32):
+        if weight.dtype is not x.dtype and weight.dtype is not torch.float32:
             raise ArgumentError(op, "weight", f"dtype must be x's ({x.dtype}) or float32, "
                                               f"got {weight.dtype}")
-        check_same_device(op, "x", x, weight=weight)
-    if eps is not None and not (isinstance(eps, (int, float)) and not isinstance(eps, bool)
-                                and math.isfinite(eps) and eps >= 0):
+        if weight.device != x.device:
+            check_same_device(op, "x", x, weight=weight)
+    if eps is not None and not (type(eps) is float and 0 <= eps < math.inf) and not (
+            isinstance(eps, (int, float)) and not isinstance(eps, bool)
+            and math.isfinite(eps) and eps >= 0):
         raise ArgumentError(op, "eps", f"must be None or a finite number >= 0, got {eps!r}")
 
 

@@ -24,11 +24,17 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 def check(x, k, dim=-1, largest=True, sorted=True) -> None:
     check_tensor(OP, "x", x)
     check_float(OP, "x", x)
-    if x.dim() < 1:
+    nd = x.dim()
+    # the common call first, in plain comparisons (this runs on every call); the messages
+    # are built only for a broken rule
+    if nd >= 1 and type(dim) is int and -nd <= dim < nd and type(k) is int \
+            and 0 <= k <= x.shape[dim] and type(largest) is bool and type(sorted) is bool:
+        return
+    if nd < 1:
         raise ArgumentError(OP, "x", "must have at least 1 dimension, got a 0-D tensor")
-    dims = f"in [{-x.dim()}, {x.dim() - 1}] for x of shape {tuple(x.shape)}"
+    dims = f"in [{-nd}, {nd - 1}] for x of shape {tuple(x.shape)}"
     check_int(OP, "dim", dim, dims)  # a bool is no dim: torch refuses topk(x, 4, True)
-    if not -x.dim() <= dim < x.dim():
+    if not -nd <= dim < nd:
         raise ArgumentError(OP, "dim", f"must be an int {dims}, got {dim!r}")
     n = x.shape[dim]
     check_int(OP, "k", k, f"in [0, {n}] (the size of dim {dim})")

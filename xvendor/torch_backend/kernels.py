@@ -28,6 +28,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from torch.compiler import is_compiling as _compiling
+
+from ..shapes import last_end
 from .rules import GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
 
 __all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "scaled_mm",
@@ -102,8 +105,8 @@ HOST_READS_FREE = {"cpu"}
 def _zero_past_end(out: torch.Tensor, offs: torch.Tensor, dim: int) -> torch.Tensor:
     """Zero ``out``'s rows (dim 0) or columns (dim 1) past ``offs[-1]``."""
     n = out.shape[dim]
-    if out.device.type in HOST_READS_FREE and not torch.compiler.is_compiling():
-        end = int(offs[-1]) if offs.numel() else 0
+    if out.device.type in HOST_READS_FREE and not _compiling():
+        end = last_end(offs)  # NOTE [offs read once]
         if end < n:
             out.narrow(dim, end, n - end).zero_()
         return out
@@ -118,6 +121,17 @@ def _past_end(ends: torch.Tensor, n: int, device) -> torch.Tensor:
 
 
 def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    if bias is None and (out_dtype is None or out_dtype is a.dtype) and not _compiling():
+        # NOTE [floor overhead]: the common eager call, torch's op and the zeros only: every
+        # microsecond of Python here is paid again on each of a model's MoE layers, and
+        # xvendor must not be slower than calling torch (bench/vs_torch.py).
+        out = torch._grouped_mm(_aligned(a), _aligned(b), offs=offs)
+        if offs is not None:
+            if b.dim() == 3:
+                out = _zero_past_end(out, offs, 0)
+            elif a.dim() == 3:
+                out = _zero_past_end(out, offs, 1)
+        return out if out.is_contiguous() else out.contiguous()
     out_dtype = out_dtype or a.dtype
     kind = a.device.type
     wide = out_dtype != a.dtype or (bias is not None and a.dtype in _HALF)
@@ -165,8 +179,9 @@ def _mask_unowned(a, b, offs):
 
 
 def rms_norm(x, weight=None, eps=None):
-    shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
-    return F.rms_norm(x, shape, weight, eps)
+    # torch.rms_norm is F.rms_norm without its Python wrapper (the builtin handles
+    # __torch_function__ itself): NOTE [floor overhead]
+    return torch.rms_norm(x, weight.shape if weight is not None else x.shape[-1:], weight, eps)
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):

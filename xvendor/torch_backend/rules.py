@@ -17,6 +17,7 @@ the reason).
 from __future__ import annotations
 
 import torch
+from torch.compiler import is_compiling as _compiling
 
 from ..devices import DeviceInfo
 
@@ -79,21 +80,23 @@ def _where(dev: DeviceInfo) -> str:
     return f"{dev.device.type} ({dev.arch})"
 
 
-def _grouped_mm(dev: DeviceInfo, a, b, offs, bias, out_dtype) -> str | None:
-    takes = GROUPED_MM_DTYPES.get(dev.device.type)
-    if takes is None:
-        return f"torch has no grouped_mm on {dev.device.type} devices"
-    if a.dtype not in takes:
-        names = ", ".join(sorted(str(d).replace("torch.", "") for d in takes))
-        return f"torch's grouped_mm on {_where(dev)} takes {names}, not {a.dtype}"
-    if torch.compiler.is_compiling() and (a.requires_grad or b.requires_grad):
-        # A traced training graph differentiates torch's op, whose backward calls it on
-        # the output gradient as it comes: its sizes must keep 16-byte rows themselves.
-        align = 16 // a.element_size()
-        if any(d % align for d in (*a.shape[-2:], b.shape[-1])):
-            return (f"torch's grouped_mm backward needs M, K and N multiples of {align} for "
-                    f"{a.dtype} (got a {tuple(a.shape)}, b {tuple(b.shape)})")
-    return None
+def _grouped_mm(dev: DeviceInfo):
+    """The per-call rule on ``dev`` (the dtype table read once, not per call)."""
+    takes = GROUPED_MM_DTYPES[dev.device.type]
+    names = ", ".join(sorted(str(d).replace("torch.", "") for d in takes))
+
+    def rule(a, b, offs=None, bias=None, out_dtype=None) -> str | None:
+        if a.dtype not in takes:
+            return f"torch's grouped_mm on {_where(dev)} takes {names}, not {a.dtype}"
+        if _compiling() and (a.requires_grad or b.requires_grad):
+            # A traced training graph differentiates torch's op, whose backward calls it on
+            # the output gradient as it comes: its sizes must keep 16-byte rows themselves.
+            align = 16 // a.element_size()
+            if any(d % align for d in (*a.shape[-2:], b.shape[-1])):
+                return (f"torch's grouped_mm backward needs M, K and N multiples of {align} "
+                        f"for {a.dtype} (got a {tuple(a.shape)}, b {tuple(b.shape)})")
+        return None
+    return rule
 
 
 def _scaled_mm(dev: DeviceInfo, a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a,
@@ -126,15 +129,23 @@ def _scaled_grouped_mm(dev: DeviceInfo, a, b, scale_a, recipe_a, scale_b, recipe
     return None
 
 
-def _rms_norm(dev: DeviceInfo, x, weight=None, eps=None) -> str | None:
-    if weight is not None and weight.dtype != x.dtype:  # torch's unfused path, its own dtype
-        return (f"torch's rms_norm does not fuse a {weight.dtype} weight with {x.dtype} x "
-                "(xvendor keeps x's dtype with fp32 master weights: the reference does)")
-    return None
+def _rms_norm(dev: DeviceInfo):
+    def rule(x, weight=None, eps=None) -> str | None:
+        if weight is not None and weight.dtype != x.dtype:  # torch's unfused path
+            return (f"torch's rms_norm does not fuse a {weight.dtype} weight with {x.dtype} x "
+                    "(xvendor keeps x's dtype with fp32 master weights: the reference does)")
+        return None
+    return rule
 
 
-_RULES = {"grouped_mm": _grouped_mm, "rms_norm": _rms_norm, "scaled_mm": _scaled_mm,
-          "scaled_grouped_mm": _scaled_grouped_mm}
+def _per_call(check):
+    """A rule written as ``check(dev, *args)``, bound to ``dev``."""
+    return lambda dev: (lambda *args: check(dev, *args))
+
+
+# op -> (device info -> the per-call rule ``fn(*args) -> None | reason``)
+_RULES = {"grouped_mm": _grouped_mm, "rms_norm": _rms_norm, "scaled_mm": _per_call(_scaled_mm),
+          "scaled_grouped_mm": _per_call(_scaled_grouped_mm)}
 
 
 def _never(op: str, dev: DeviceInfo) -> str | None:
@@ -155,4 +166,4 @@ def accepts(op: str, dev: DeviceInfo):
     if never is not None:
         return never
     rule = _RULES.get(op)
-    return None if rule is None else (lambda *args: rule(dev, *args))
+    return None if rule is None else rule(dev)
