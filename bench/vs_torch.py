@@ -8,7 +8,8 @@ For every op that torch has (gemm, grouped_mm in its four layouts, rms_norm, top
 scaled_mm) and a table of shapes (MoE 2Dx3D with 8, 64, 128 experts and empty groups,
 decode-sized M, the 2Dx2D weight gradient, 3Dx2D, norms of 2k-8k hidden, router and
 sampling top-k, FP8 RowWise/TensorWise), the two calls are timed in pairs of samples, each
-sample a run of back-to-back calls lasting ~20 ms after warm-up, on a synchronized device,
+sample a run of back-to-back calls lasting ~20 ms after warm-up (training rows: forward
+and backward with the inputs requiring gradients, as in an MoE training step), on a synchronized device,
 three samples per round (ours, torch, torch once more) in an order that rotates through
 all six, so a drift of a shared machine or a penalty for a position hits all alike. The
 ratio of a row is the median over rounds of torch's time / ours within the round (>= 1:
@@ -104,6 +105,7 @@ def rows(device: str):
             x = r(*shape, dtype=dtype)
             out.append(("topk", f"{name} {label}", lambda x=x, k=k: xvendor.topk(x, k),
                         lambda x=x, k=k: torch.topk(x, k)))
+        out.extend(_training_rows(r, name, dtype, device))
     e4 = torch.float8_e4m3fn
     a8, b8 = r(512, 1024, dtype=F32).to(e4), r(512, 1024, dtype=F32).to(e4).t()
     for recipe, sa, sb in ((ScalingType.TensorWise, torch.tensor(0.5, device=device),
@@ -114,6 +116,43 @@ def rows(device: str):
                     lambda sa=sa, sb=sb, rc=recipe: xvendor.scaled_mm(a8, b8, sa, rc, sb, rc),
                     lambda sa=sa, sb=sb, rc=recipe: F.scaled_mm(a8, b8, sa, rc, sb, rc,
                                                                 output_dtype=BF16)))
+    return out
+
+
+def _step(fn, leaves, grad):
+    """One training call: forward, backward of ``grad``; the first leaf's gradient (the
+    compared result), every leaf's cleared first (no accumulation across calls)."""
+    for t in leaves:
+        t.grad = None
+    fn(*leaves).backward(grad)
+    return leaves[0].grad
+
+
+def _training_rows(r, name, dtype, device):
+    """Forward + backward, the inputs requiring gradients (an MoE training step's calls):
+    each side gets its own leaves, the same values and the same output gradient."""
+    def leaves(*ts):
+        return [t.detach().clone().requires_grad_() for t in ts]
+    out = []
+    for experts, tokens in ((8, 2048), (64, 16)):
+        counts = _moe_counts(tokens, experts, experts)
+        m = sum(counts)
+        x, w, offs = r(m, 256, dtype=dtype), r(experts, 256, 128, dtype=dtype), _offs(counts, device)
+        g = r(m, 128, dtype=dtype)
+        ours, theirs = leaves(x, w), leaves(x, w)
+        out.append(("grouped_mm", f"{name} fwd+bwd 2Dx3D E={experts} M={m} K=256 N=128",
+                    lambda l=ours, o=offs, g=g: _step(lambda a, b: xvendor.grouped_mm(a, b, o), l, g),
+                    lambda l=theirs, o=offs, g=g: _step(lambda a, b: F.grouped_mm(a, b, offs=o), l, g)))
+    a, b, g = r(512, 1024, dtype=dtype), r(1024, 512, dtype=dtype), r(512, 512, dtype=dtype)
+    ours, theirs = leaves(a, b), leaves(a, b)
+    out.append(("gemm", f"{name} fwd+bwd 512x1024x512",
+                lambda l=ours, g=g: _step(xvendor.gemm, l, g),
+                lambda l=theirs, g=g: _step(torch.mm, l, g)))
+    x, wt, g = r(256, 2048, dtype=dtype), r(2048, dtype=dtype), r(256, 2048, dtype=dtype)
+    ours, theirs = leaves(x, wt), leaves(x, wt)
+    out.append(("rms_norm", f"{name} fwd+bwd 256x2048",
+                lambda l=ours, g=g: _step(lambda a, b: xvendor.rms_norm(a, b, 1e-6), l, g),
+                lambda l=theirs, g=g: _step(lambda a, b: F.rms_norm(a, (2048,), b, 1e-6), l, g)))
     return out
 
 

@@ -17,7 +17,8 @@ from ..registry import dispatcher
 from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
-                      check_tensor, define, needs_grad, traced_torch, traced)
+                      check_tensor, define, eager_autograd, fast_path_open, needs_grad,
+                      traced_torch, traced)
 
 OP = "gemm"
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -102,9 +103,22 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
             check(a, b, bias, out_dtype)
             return dispatch(dev, dt, (a, b, bias, out_dtype), backend)
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
+    if type(a) in _PLAIN and type(b) in _PLAIN and type(bias) in _BIAS and fast_path_open():
+        if _grad_enabled():  # it needs gradients: NOTE [eager training path]
+            return _train(a, b, bias, out_dtype, backend)
+        return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)):
         return floor(a, b, bias, out_dtype)
     return gemm_op(a, b, bias, out_dtype, backend)
+
+
+def _forward(a, b, bias, out_dtype, backend):
+    return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
+
+
+_train = eager_autograd("xvendor_gemm", _forward, _setup, _backward)
+_BIAS = (type(None), torch.Tensor, torch.nn.Parameter)
+_grad_enabled = torch.is_grad_enabled
 
 
 def _cases(rand, device):

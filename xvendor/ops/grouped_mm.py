@@ -26,12 +26,13 @@ from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_group_ends, check_out_dtype, check_same_device, check_tensor,
-                      define, fast_path_open, needs_grad, traced_torch, traced)
+                      define, eager_autograd, fast_path_open, needs_grad, traced_torch, traced)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
 _RAGGED = {"m": "rows of a", "n": "columns of b", "k": "K (columns of a)"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_grad_enabled = torch.is_grad_enabled
 problem = shapes.grouped_problem
 
 
@@ -121,6 +122,16 @@ def _group_sum_rows(g: Tensor, offs: Tensor) -> Tensor:
     return sums.index_add_(0, ids, g.to(sums.dtype))[:-1]
 
 
+def _again(a, b, offs=None, backend=None):
+    """One grouped_mm of the backward. The forward's checks hold for it (its shapes come
+    from checked ones; ``offs`` is the saved tensor, which autograd refuses once modified),
+    so in eager mode with no graph to build (no ``create_graph``) it goes straight to the
+    dispatcher: NOTE [eager training path]."""
+    if type(a) in _PLAIN and type(b) in _PLAIN and not _grad_enabled() and fast_path_open():
+        return dispatch(a.device, a.dtype, (a, b, offs, None, None), backend)
+    return grouped_mm(a, b, offs, backend=backend)
+
+
 def _backward(ctx, grad):
     a, b, offs = ctx.saved_tensors
     g = grad.to(a.dtype)
@@ -128,24 +139,24 @@ def _backward(ctx, grad):
     layout, kw = (a.dim(), b.dim()), {"backend": ctx.backend}
     ga = gb = gbias = None
     if layout == (2, 3):  # out[rows g] = a[rows g] @ b[g]
-        ga = grouped_mm(g, b.transpose(-2, -1), offs, **kw) if need_a else None
-        gb = grouped_mm(a.t(), g, offs, **kw) if need_b else None  # the 2Dx2D weight grad
+        ga = _again(g, b.transpose(-2, -1), offs, **kw) if need_a else None
+        gb = _again(a.t(), g, offs, **kw) if need_b else None  # the 2Dx2D weight grad
         gbias = _group_sum_rows(grad, offs) if need_bias else None
     elif layout == (3, 2):  # out[:, cols g] = a[g] @ b[:, cols g]
-        ga = grouped_mm(g, b.t(), offs, **kw) if need_a else None
-        gb = grouped_mm(a.transpose(-2, -1), g, offs, **kw) if need_b else None
+        ga = _again(g, b.t(), offs, **kw) if need_a else None
+        gb = _again(a.transpose(-2, -1), g, offs, **kw) if need_b else None
         if need_bias:  # columns past offs[-1] got no bias, so they give it no gradient
             cols = grad.sum(0, dtype=acc_dtype(grad.dtype))
             end = offs[-1] if offs.numel() else 0
             live = torch.arange(grad.shape[1], device=grad.device) < end
             gbias = torch.where(live, cols, torch.zeros_like(cols))
     elif layout == (2, 2):  # out[g] = a[:, K g] @ b[K g, :]
-        ga = grouped_mm(g, b.t(), offs, **kw) if need_a else None
-        gb = grouped_mm(a.t(), g, offs, **kw) if need_b else None
+        ga = _again(g, b.t(), offs, **kw) if need_a else None
+        gb = _again(a.t(), g, offs, **kw) if need_b else None
         gbias = grad.sum(1, dtype=acc_dtype(grad.dtype)) if need_bias else None
     else:
-        ga = grouped_mm(g, b.transpose(-2, -1), **kw) if need_a else None
-        gb = grouped_mm(a.transpose(-2, -1), g, **kw) if need_b else None
+        ga = _again(g, b.transpose(-2, -1), **kw) if need_a else None
+        gb = _again(a.transpose(-2, -1), g, **kw) if need_b else None
         gbias = grad.sum(1, dtype=acc_dtype(grad.dtype)) if need_bias else None
     if gbias is not None:
         gbias = gbias.to(ctx.bias_dtype)
@@ -155,14 +166,23 @@ def _backward(ctx, grad):
 grouped_mm_op.register_autograd(_backward, setup_context=_setup)
 
 
+def _forward(a, b, offs, bias, out_dtype, backend):
+    return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
+
+
+_train = eager_autograd("xvendor_grouped_mm", _forward, _setup, _backward)
+
+
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
                out_dtype: torch.dtype | None = None, *, backend: str | None = None) -> Tensor:
     """Ragged / batched matmul over groups; the layouts are in the module docstring."""
     p = check(a, b, offs, bias, out_dtype)  # our errors, also at trace time
-    if type(a) in _PLAIN and type(b) in _PLAIN and not (a.requires_grad or b.requires_grad) \
-            and (bias is None or not bias.requires_grad) and type(offs) in _OFFS \
+    if type(a) in _PLAIN and type(b) in _PLAIN and type(offs) in _OFFS \
             and type(bias) in _BIAS and fast_path_open():
         check_offs_values(p, offs)
+        if _grad_enabled() and (a.requires_grad or b.requires_grad or (
+                bias is not None and bias.requires_grad)):
+            return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
         return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
         return floor(a, b, offs, bias, out_dtype)

@@ -28,7 +28,8 @@ from torch import Tensor
 from .. import numerics, registry, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
-                      check_tensor, define, fast_path_open, needs_grad, traced_torch, traced)
+                      check_tensor, define, eager_autograd, fast_path_open, needs_grad,
+                      traced_torch, traced)
 
 OP = "rms_norm"
 BWD = "rms_norm_backward"
@@ -112,7 +113,7 @@ def _backward_backend(backend):
 def _backward(ctx, grad):
     x, weight = ctx.saved_tensors
     need_x, need_weight = needs_grad(ctx, 2)
-    dx, dweight = rms_norm_backward_op(grad, x, weight, ctx.eps, ctx.backend)
+    dx, dweight = rms_norm_backward(grad, x, weight, ctx.eps, backend=ctx.backend)
     return (dx if need_x else None, dweight if weight is not None and need_weight else None,
             None, None)
 
@@ -135,12 +136,21 @@ def _(grad, x, weight=None, eps=None, backend=None):
 rms_norm_op.register_autograd(_backward, setup_context=_setup)
 
 
+def _forward(x, weight, eps, backend):
+    return dispatch(x.device, x.dtype, (x, weight, eps), backend)
+
+
+_train = eager_autograd("xvendor_rms_norm", _forward, _setup, _backward)
+_grad_enabled = torch.is_grad_enabled
+
+
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, *,
              backend: str | None = None) -> Tensor:
     """Root-mean-square normalisation over weight's dimensions; see the module docstring."""
     check(x, weight, eps)  # our errors, also at trace time
-    if type(x) in _PLAIN and type(weight) in _WEIGHT and not x.requires_grad \
-            and (weight is None or not weight.requires_grad) and fast_path_open():
+    if type(x) in _PLAIN and type(weight) in _WEIGHT and fast_path_open():
+        if _grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)):
+            return _train(x, weight, eps, backend)  # NOTE [eager training path]
         return dispatch(x.device, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):
         return floor(x, weight, eps)

@@ -14,7 +14,7 @@ from torch import Tensor
 from .. import numerics, shapes
 from ..registry import dispatcher
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
-                      fast_path_open, traced_torch)
+                      eager_autograd, fast_path_open, traced_torch)
 
 OP = "topk"
 dispatch = dispatcher(OP)
@@ -76,11 +76,21 @@ def _backward(ctx, grad_values, grad_indices):
 topk_op.register_autograd(_backward, setup_context=_setup)
 
 
+def _forward(x, k, dim, largest, sorted, backend):
+    return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+
+
+_train = eager_autograd("xvendor_topk", _forward, _setup, _backward)
+_grad_enabled = torch.is_grad_enabled
+
+
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *,
          backend: str | None = None) -> tuple[Tensor, Tensor]:
     """The k largest (or smallest) entries of x along dim, with their int64 indices."""
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
-    if type(x) in _PLAIN and not x.requires_grad and fast_path_open():
+    if type(x) in _PLAIN and fast_path_open():
+        if x.requires_grad and _grad_enabled():  # NOTE [eager training path]
+            return _train(x, k, dim, largest, sorted, backend)
         return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
         return floor(x, k, dim, largest, sorted)
