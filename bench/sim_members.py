@@ -16,7 +16,7 @@ the embedded store, loopback), and N simulated members spread over a few shard p
   steady    coordinator CPU (cores: utime + stime over wall time, /proc) while the members
             step for ``--steady-s`` s; its resident memory per member (RSS with N members
             minus RSS before the first one, over N); bytes per heartbeat (the request and
-            reply frames on the store link, TCP/IP headers not counted).
+            reply frames on the store link, TCP/IP headers not counted; a beat has no reply).
 
 What a simulated member reproduces of a real one (``ResilientGroup`` joined through
 ``env.join`` with the coordinator), message for message on the real sockets:
@@ -24,8 +24,8 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
     HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
     for the member's life and carries its busy report per step and a goodbye at the end;
   - the token-guarded store link (``authstore``: nonce, proof, the same frames), on which:
-    its pid key and heartbeat counter (``control.Heartbeat``: ``add(hb, 1)`` every
-    ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
+    its pid key and heartbeat counter (``control.Heartbeat``: a ``BEAT`` frame, no reply,
+    every ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
     latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
     proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
@@ -39,8 +39,8 @@ What it leaves out: the data plane (no gloo group is built, no collective moves 
 state is sent: the "collective" is a wait of ``--collective-s``), torch and the model, the
 flight recorder, newcomers, and the several store connections a real member opens (its
 main thread, its heartbeat thread and its data plane each have one; a simulated member
-sends all of that on one connection, in order, so a heartbeat can queue behind its own
-control request). Many members share a process, so one slow event loop delays many.
+sends all of that on one connection, in order; a beat needs no reply, so it is written
+even while a control request of the member waits for its own). Many members share a process, so one slow event loop delays many.
 
 Descriptors: the coordinator holds two per simulated member and its listeners are sized from
 its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
@@ -118,6 +118,15 @@ class Store:
             s["hb"] += 1
             s["hb_bytes"] += len(frame) + 4 + n
         return A._unpack(body)
+
+    def beat(self, key: str) -> None:
+        """A heartbeat: no reply (NOTE [heartbeats off the request queue] in authstore), so
+        it is written at once, between another coroutine's request and its reply."""
+        frame = A._pack(A.BEAT, [self.k(key)])
+        self.w.write(frame)
+        self.stats["requests"] += 1
+        self.stats["hb"] += 1
+        self.stats["hb_bytes"] += len(frame)
 
     def k(self, key: str) -> bytes:
         return self.pre + key.encode()
@@ -270,7 +279,7 @@ class Member:
             if self.shard.frozen == self.member:
                 continue
             try:
-                await self.s.add(cp.key_hb(self.member), 1, hb=True)
+                self.s.beat(cp.key_hb(self.member))
             except Exception:
                 return
 

@@ -161,7 +161,8 @@ class Coordinator:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
-                                                           incarnation=self.incarnation))
+                                                           incarnation=self.incarnation,
+                                                           clock=self.store.caught_up))
             # NOTE [replicated state]: with ``--store etcd://`` a new leader finds the lane's
             # epochs and verdicts already in the store (etcdstore); none in memory
             if ctl.record(0) is not None:

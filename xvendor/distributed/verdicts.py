@@ -16,8 +16,11 @@ class Verdicts:
     """One control-plane namespace's view of who failed, and why."""
 
     def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None,
-                 lane: int = 0, incarnation: int | None = None):
+                 lane: int = 0, incarnation: int | None = None, clock=None):
         self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
+        # the clock silence is measured on: the observer's by default; the coordinator's
+        # store's (``StoreServer.caught_up``: NOTE [heartbeats off the request queue])
+        self.clock = clock
         self.incarnation = incarnation  # the coordinator's (None: xvendor run's agent)
         self.deaths: dict[int, str] = {}
         self.death_times: dict[int, float] = {}
@@ -42,8 +45,13 @@ class Verdicts:
         was then declared dead, and death is final, so epoch 0 never formed. With the
         credit cap a silent member needs several scans to be judged, and a scan only
         starts once the previous one finished, so a stall costs at most one capped credit.
-        Detection of a real hang is unchanged while scans run at their usual cadence."""
+        Detection of a real hang is unchanged while scans run at their usual cadence.
+        With ``clock`` (the coordinator's store's) silence is also credited only for time the
+        store kept up with its input (NOTE [heartbeats off the request queue] in authstore):
+        a beat queued behind a burst of control requests is not a silent member."""
         began = time.monotonic()
+        if self.clock is not None:  # silence counts only while the store kept up
+            now = self.clock()
         cap = self.timing.hb_timeout_s / 4
         step = min(max(0.0, now - self._last_scan), cap) if self._last_scan else 0.0
         left = self.ctl.left()  # NOTE [scale]: one request, not one per member
@@ -61,7 +69,9 @@ class Verdicts:
             self._hb[m] = (v, silent)
             if silent > self.timing.hb_timeout_s and not self.ctl.store.check([cp.key_left(m)]):
                 self.declare(m, f"heartbeat stale for {silent:.2f} s (hung or stopped)")
-        self._last_scan = now + (time.monotonic() - began)  # when this scan ended
+        # when this scan ended
+        self._last_scan = self.clock() if self.clock is not None else \
+            now + (time.monotonic() - began)
 
     def declare(self, member: int, reason: str) -> None:
         if member in self.deaths:
