@@ -29,8 +29,10 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
     latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
     proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
-    and per step: compute (a sleep), the collective wait sliced by ``slice_s`` with the
-    abort flag read between slices (``control.sliced_wait``), the busy report, the vote
+    and per step: compute (a sleep), the collective (a server-side wait on the abort flag
+    for ``--collective-s``: what the real member's slices read off its heartbeat thread's
+    wait, NOTE [the abort watch] in control; the real member's other reads of an armed
+    flag cost nothing either, here each is a request), the busy report, the vote
     and verdict (``stepguard.verdict``), the step boundary (``commit_step``: progress key,
     join slots, grow decision), and recovery (``recover``: abort, converge);
   - on a kill both connections are torn down at once; an excluded member (a straggler)
@@ -151,9 +153,10 @@ class Store:
         st, f = await self.call(A.MGET, [self.k(x) for x in keys])
         return f if st == A.OK else None
 
-    async def wait_any(self, keys: list[str], timeout_s: float) -> None:
+    async def wait_any(self, keys: list[str], timeout_s: float) -> int | None:
         ms = str(int(timeout_s * 1000)).encode()
-        await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+        st, f = await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+        return int(f[0]) if st == A.OK else None
 
     def close(self, hard: bool) -> None:
         if self.w is not None:
@@ -366,15 +369,12 @@ class Member:
         self.shard.event("formed", self.idx, self.member, e, time.time(), len(members))
 
     async def sliced_wait(self, seconds: float) -> None:
-        """The collective: ``seconds`` of waiting, the abort flag read between slices."""
-        end = time.monotonic() + seconds
-        while True:
-            left = end - time.monotonic()
-            await asyncio.sleep(max(0.0, min(self.timing["slice_s"], left)))
-            if left <= self.timing["slice_s"]:
-                return
-            if await self.aborted(self.epoch):
-                raise Aborted()
+        """The collective: ``seconds`` of waiting for the abort flag on the server (a real
+        member's heartbeat thread holds that wait for up to 10 s and its slices read the
+        flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
+        e = self.epoch
+        if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+            raise Aborted()
 
     async def one_step(self) -> None:
         e, s, me = self.epoch, self.step, self.member

@@ -43,6 +43,7 @@ import hashlib
 import heapq
 import hmac
 import secrets
+import select
 import selectors
 import socket
 import struct
@@ -458,25 +459,41 @@ class AuthStore(dist.Store):
     def _k(self, key) -> bytes:
         return self._pre + _b(key)
 
-    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+    def _client(self) -> "_Client":
+        c = getattr(self._local, "client", None)
+        if c is not None and self._link is not None and c.gen != self._link.gen:
+            # another thread followed the leader: so does this one (a beat sent to the old
+            # one would be read by nobody: NOTE [heartbeats off the request queue])
+            self._local.client = None
+            c.sock.close()
+            c = None
+        if c is None:
+            c = self._local.client = self._open()
+        return c
+
+    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]] | None:
         while True:
-            c = getattr(self._local, "client", None)
+            c = None
             try:
-                if c is None:
-                    c = self._local.client = self._open()
+                c = self._client()
                 return c.call(op, fields)
             except (OSError, ValueError) as e:
-                self._local.client = None
-                if c is not None:
-                    c.sock.close()
-                if self._link is not None:  # NOTE [following the leader]
-                    try:
-                        self._link.follow(c.gen if c is not None else self._link.gen)
-                        continue
-                    except Exception as err:
-                        e = err
-                # a RuntimeError, as TCPStore raises: callers treat a lost store alike
-                raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
+                self._lost(c, e)
+
+    def _lost(self, c, e: Exception) -> None:
+        """The connection failed: drop it and follow the leader (replicated; the caller
+        retries), or raise ``DistNetworkError``."""
+        self._local.client = None
+        if c is not None:
+            c.sock.close()
+        if self._link is not None:  # NOTE [following the leader]
+            try:
+                self._link.follow(c.gen if c is not None else self._link.gen)
+                return
+            except Exception as err:
+                e = err
+        # a RuntimeError, as TCPStore raises: callers treat a lost store alike
+        raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
 
     def _open(self) -> "_Client":
         if self._link is None:
@@ -537,6 +554,38 @@ class AuthStore(dist.Store):
 
     def num_keys(self) -> int:
         return int(self._call(NUM, [])[1][0])
+
+    def watch(self, keys, timeout_s: float) -> None:
+        """Start ``wait_any(keys, timeout_s)`` on the server and return at once: its answer
+        is read with ``answer``; meanwhile this thread may send ``beat``s only (they have no
+        reply). NOTE [the abort watch] in control."""
+        ms = str(max(0, int(min(timeout_s, MAX_WAIT_S) * 1000))).encode()
+        c = self._client()
+        try:
+            c.sock.sendall(_pack(WAIT, [ms] + [self._k(k) for k in keys]))
+        except OSError as e:
+            self._lost(c, e)
+            raise ConnectionResetError("the watch was lost with its connection") from e
+
+    def answer(self, timeout_s: float) -> int | None | bool:
+        """The answer to this thread's ``watch``: the index of the key that exists, None at
+        its timeout, False when none came within ``timeout_s`` (still pending). Raises
+        ``ConnectionResetError`` when the watch was lost (the leader changed: watch again)."""
+        c = getattr(self._local, "client", None)
+        if c is None or (self._link is not None and c.gen != self._link.gen):
+            self._client()
+            raise ConnectionResetError("the watch was lost with its connection")
+        try:
+            poll = select.poll()  # not select(): no FD_SETSIZE limit
+            poll.register(c.sock, select.POLLIN)
+            if not poll.poll(max(0.0, timeout_s) * 1000):
+                return False
+            (n,) = _LEN.unpack(c._exactly(4))
+            status, f = _unpack(c._exactly(n))
+        except (OSError, ValueError) as e:
+            self._lost(c, e)
+            raise ConnectionResetError("the watch was lost with its connection") from e
+        return int(f[0]) if status == OK else None
 
     def beat(self, key) -> None:
         """Add 1 to ``key`` without waiting for a reply: a heartbeat (NOTE [heartbeats off

@@ -203,6 +203,8 @@ class Coordinator:
                         lane.verdicts.check_heartbeats(now)
                         lane.verdicts.abort_epochs_with_dead()
                 self.roster.settle(self.lanes, self.lane, self._log)
+                for lane in list(self.lanes.values()):  # NOTE [the observer proposes the
+                    lane.verdicts.propose_survivors()     # shrink] in verdicts
         finally:
             self._serving = False
             if self._closed:

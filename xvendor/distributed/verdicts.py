@@ -27,6 +27,7 @@ class Verdicts:
         self._hb: dict[int, tuple[int, float]] = {}  # member -> (counter, silent s)
         self._members: dict[int, list[int]] = {}  # epoch -> members (records: written once)
         self._last_scan = 0.0
+        self._shrink_due = False  # a death was declared since the last proposal
 
     def known_ids(self) -> int:
         return int(self.ctl.store.add(cp.KEY_NEXT_ID, 0))
@@ -80,16 +81,19 @@ class Verdicts:
         self.death_times[member] = time.monotonic()
         self.ctl.declare_dead(member, reason)
         self.abort_epochs_with_dead()
-        self.propose_survivors(member)
+        self._shrink_due = True  # proposed by ``propose_survivors``, once per batch
         if self.fr_dir:
             e = self.ctl.latest_epoch()
             write_agent_dump(self.fr_dir, self.deaths,
                              {k: self.ctl.record(k) for k in range(max(0, e - 3), e + 1)},
                              lane=self.lane, incarnation=self.incarnation)
 
-    def propose_survivors(self, member: int) -> None:
-        """Propose the epoch after the latest one that lists ``member``: its members less
-        every death and departure known here (first proposal wins, ``Control.propose``).
+    def propose_survivors(self) -> None:
+        """After deaths were declared: propose the epoch after the latest one, of its
+        members less every death and departure known here (first proposal wins,
+        ``Control.propose``), if it lists one of the dead. Called by the observer's loop
+        once per pass, so deaths seen together (two processes killed at once) make one
+        new epoch, not one each.
 
         NOTE [the observer proposes the shrink]: the observer knows of a death first; each
         survivor used to learn it from the death list, wait for its own verdict and propose
@@ -98,9 +102,12 @@ class Verdicts:
         survivors find the next epoch on their first look (``membership.converge``) and go
         straight to forming it. A member's own proposal stays for what only members see
         (a collective error, a silent peer within the call bound)."""
+        if not self._shrink_due:
+            return
+        self._shrink_due = False
         latest = self.ctl.latest_epoch()
         rec = self.ctl.record(latest)
-        if rec is None or member not in rec.get("members", []):
+        if rec is None or not any(m in self.deaths for m in rec.get("members", [])):
             return
         left = self.ctl.left()
         gone = sorted(m for m in rec["members"] if m in self.deaths or m in left)
