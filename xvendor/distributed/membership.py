@@ -80,9 +80,17 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     once, computes the plan and posts it (``plan/<e>``, first proposal wins); the others
     poll that one small key. The count is a hint only (a request repeated on a new leading
     replica may add twice): the keys decide, whoever sees a count of ``n`` or more may
-    decide, and after a second every member reads the count and may (the decider died).
+    decide, and after ``hb_timeout_s`` every member reads the count and may (NOTE [late
+    deciders]).
     On the coordinator's store the others do not poll but wait on the server for the plan
-    key or the abort flag (``Control.wait_any``)."""
+    key or the abort flag (``Control.wait_any``).
+
+    NOTE [late deciders]: that fallback used to start after one second. A decider that
+    died aborts the epoch (its death notice does, within ``hb_timeout_s``), so waiting that
+    long loses nothing; but under a slow store a second passed often, and then every member
+    checked and read all ``n`` flags on every wake-up: O(n^2) store work exactly when the
+    store was already behind (the steps of 1,000 simulated members on a loaded machine,
+    bench/sim_members.py). The same holds for the votes (``stepguard.verdict``)."""
     n, store = len(members), rg.ctl.store
     keys = [cp.key_ready(e, m) for m in members]
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
@@ -91,7 +99,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     while True:
         if store.check([plan_key]):
             return decode_plan(store.get(plan_key).decode(), n)
-        late = time.monotonic() - began > 1.0
+        late = time.monotonic() - began > rg.timing.hb_timeout_s  # NOTE [late deciders]
         if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
                 and store.check(keys):
             src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
