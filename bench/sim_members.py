@@ -44,6 +44,9 @@ main thread, its heartbeat thread and its data plane each have one; a simulated 
 sends all of that on one connection, in order; a beat needs no reply, so it is written
 even while a control request of the member waits for its own). Many members share a process, so one slow event loop delays many.
 
+``--store etcd``: the coordinator keeps its state in a local etcd (one replica, leading;
+``etcdstore.LocalEtcd``, Debian's etcd-server binary) instead of its memory.
+
 Descriptors: the coordinator holds two per simulated member and its listeners are sized from
 its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
 where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
@@ -180,13 +183,11 @@ class Member:
 
     # control-plane reads, as ``Control`` does them
     async def record(self, e: int) -> dict | None:
-        key = cp.key_epoch(e)
-        if not await self.s.check([key]):
-            return None
-        return json.loads(await self.s.get(key))
+        raw = await self.s.get(cp.key_epoch(e))  # Control.get: one GET (try_get)
+        return json.loads(raw) if raw is not None else None
 
     async def latest_epoch(self) -> int:
-        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        raw = await self.s.get(cp.KEY_LATEST)
         e = int(raw) if raw else 0
         while await self.s.check([cp.key_epoch(e + 1)]):
             e += 1
@@ -201,17 +202,17 @@ class Member:
     async def propose(self, e: int, rec: dict) -> None:
         rec = dict(rec, epoch=e, incarnation=self.incarnation)
         await self.s.cas(cp.key_epoch(e), "", json.dumps(rec))
-        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        raw = await self.s.get(cp.KEY_LATEST)
         if e > (int(raw) if raw else 0):
             await self.s.set(cp.KEY_LATEST, str(e))
 
     async def dead_list(self) -> dict:
         n = await self.s.add(cp.KEY_DEAD_SEQ, 0)
         while self.dead_seen < n:
-            key = f"{cp.ROOT}deadlist/{self.dead_seen}"
-            if not await self.s.check([key]):
+            raw = await self.s.get(f"{cp.ROOT}deadlist/{self.dead_seen}")
+            if raw is None:
                 break
-            m = int(await self.s.get(key))
+            m = int(raw)
             self.dead[m] = (await self.s.get(cp.key_dead(m))).decode()
             self.dead_seen += 1
         return self.dead
@@ -219,10 +220,10 @@ class Member:
     async def left_list(self) -> set:
         n = await self.s.add(cp.KEY_LEFT_SEQ, 0)
         while self.left_seen < n:
-            key = f"{cp.ROOT}leftlist/{self.left_seen}"
-            if not await self.s.check([key]):
+            raw = await self.s.get(f"{cp.ROOT}leftlist/{self.left_seen}")
+            if raw is None:
                 break
-            self.left.add(int(await self.s.get(key)))
+            self.left.add(int(raw))
             self.left_seen += 1
         return self.left
 
@@ -354,8 +355,8 @@ class Member:
         while True:  # membership.meet
             if self.killed:
                 raise Killed()
-            if await self.s.check([plan_key]):
-                src, _ = decode_plan((await self.s.get(plan_key)).decode(), n)
+            if (raw := await self.s.get(plan_key)) is not None:
+                src, _ = decode_plan(raw.decode(), n)
                 break
             late = time.monotonic() - t0 > t["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
@@ -425,8 +426,8 @@ class Member:
         while True:
             if self.killed:
                 raise Killed()
-            if await self.s.check([key]):
-                return (await self.s.get(key)) == b"commit"
+            if (raw := await self.s.get(key)) is not None:
+                return raw == b"commit"
             late = time.monotonic() - t0 > self.timing["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_vote_count(e, s), 0) >= n)) \
                     and await self.s.check(votes := [cp.key_vote(e, s, m) for m in self.members]):
@@ -448,7 +449,7 @@ class Shard:
         self.conn, self.spec = conn, spec
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
-        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0}
+        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0}
         self.out: list = []
         self.stopping = False
         self.frozen = None
@@ -457,6 +458,17 @@ class Shard:
         self.out.append(ev)
         if ev[0] == "admitted":
             self.by_id[ev[2]] = self.members[ev[1]]
+
+    async def lag(self) -> None:
+        """How late this process's event loop runs a 0.1 s timer: a late loop delays every
+        member's heartbeat here, which a real member (a process of its own) would not see.
+        ``lag_s`` the latest, ``lag_max_s`` the worst (the parent reports both)."""
+        while True:
+            t0 = time.monotonic()
+            await asyncio.sleep(0.1)
+            late = time.monotonic() - t0 - 0.1
+            self.stats["lag_s"] = late
+            self.stats["lag_max_s"] = max(self.stats["lag_max_s"], late)
 
     async def flush(self) -> None:
         while True:
@@ -488,6 +500,7 @@ class Shard:
             pass
         assert self.conn.recv() == ("go",)
         flusher = asyncio.ensure_future(self.flush())
+        lagger = asyncio.ensure_future(self.lag())
         tasks = []
         for i in range(self.spec["first"], self.spec["first"] + self.spec["count"]):
             self.members[i] = Member(self, i)
@@ -500,6 +513,7 @@ class Shard:
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.sleep(0.1)
         flusher.cancel()
+        lagger.cancel()
         self.conn.send(("events", self.out, dict(self.stats)))
         self.conn.send(("bye",))
 
@@ -577,12 +591,18 @@ class Run:
                "--port", str(self.port), "--token-file", tf, "--min-replicas", str(n),
                "--join-timeout", str(args.timeout), "--hb-timeout", str(args.hb_timeout),
                "--straggler-steps", str(args.straggler_steps)]
+        self.etcd = None
+        if args.store == "etcd":  # one replica on a local etcd (NOTE [replicated state])
+            from xvendor.distributed.etcdstore import LocalEtcd
+            self.etcd = LocalEtcd()
+            cmd += ["--store", self.etcd.url]
         self.coord = subprocess.Popen(cmd, env=env, stdout=self.coord_log, stderr=subprocess.STDOUT)
         self.prefix = wire.job_prefix(self.token, 0)
         self.events: dict[str, list] = {"seen": [], "formed": [], "excluded": [], "error": []}
         self.id_of: dict[int, int] = {}
         self.shard_of: dict[int, int] = {}
         self.shard_stats: dict[int, dict] = {}
+        self.lag_max = 0.0  # the worst event-loop lag of a shard (``Shard.lag``)
         self._wait_listening()
         self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
@@ -634,6 +654,7 @@ class Run:
                 if msg[0] != "events":
                     continue
                 self.shard_stats[j] = msg[2]
+                self.lag_max = max(self.lag_max, msg[2].get("lag_max_s", 0.0))
                 for ev in msg[1]:
                     if ev[0] == "admitted":
                         self.id_of[ev[1]] = ev[2]
@@ -660,7 +681,8 @@ class Run:
             if len(got) != last or len(self.id_of) < self.n:
                 last = len(got)
                 self.log(f"{self.n} members, {what}: {len(self.id_of)} admitted, "
-                         f"{len(got)}/{count} formed epoch {e}")
+                         f"{len(got)}/{count} formed epoch {e}, shard loop lag max "
+                         f"{self.lag_max:.2f} s")
             if time.monotonic() > end:
                 raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
                                    f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
@@ -685,6 +707,8 @@ class Run:
             except subprocess.TimeoutExpired:
                 self.coord.kill()
         self.coord_log.close()
+        if self.etcd is not None:
+            self.etcd.close()
 
 
 def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict:
@@ -778,7 +802,10 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["coordinator_cpu_total_s"] = _proc_cpu(pid) - cpu0
         out["excluded"] = [ev[2] for ev in run.events["excluded"]]
     finally:
+        out["sim_loop_lag_max_s"] = run.lag_max
         run.close()
+        with open(run.coord_log.name) as f:  # members the coordinator declared hung
+            out["stale_deaths"] = sum("heartbeat stale" in line for line in f)
     return out
 
 
@@ -793,7 +820,9 @@ def table(rows: list[dict]) -> str:
             ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),
             ("bytes_per_heartbeat", "B/heartbeat", "{:.0f}"),
             ("heartbeats_per_s", "heartbeats/s", "{:.0f}"),
-            ("steady_store_requests_per_s", "store req/s", "{:.0f}")]
+            ("steady_store_requests_per_s", "store req/s", "{:.0f}"),
+            ("stale_deaths", "stale deaths", "{:d}"),
+            ("sim_loop_lag_max_s", "sim lag max s", "{:.2f}")]
     head = " | ".join(h for _, h, _ in cols)
     lines = [head, " | ".join("-" * len(h) for _, h, _ in cols)]
     for r in rows:
@@ -820,6 +849,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hb-timeout", type=float, default=3.0, help="the coordinator's --hb-timeout")
     p.add_argument("--steady-s", type=float, default=5.0, help="seconds of the steady phase")
     p.add_argument("--timeout", type=float, default=300.0, help="limit of each phase (s)")
+    p.add_argument("--store", choices=("embedded", "etcd"), default="embedded",
+                   help="the coordinator's state: in its memory, or in a local etcd (Debian's "
+                        "etcd-server; one coordinator replica, leading)")
     p.add_argument("--connect-concurrency", type=int, default=256,
                    help="admissions in flight per shard process")
     return p

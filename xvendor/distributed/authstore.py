@@ -527,6 +527,12 @@ class AuthStore(dist.Store):
     def get(self, key) -> bytes:
         return self._poll(GET, [self._k(key)])[0]
 
+    def try_get(self, key) -> bytes | None:
+        """The value of ``key``, or None when it is missing: one request (``get`` waits for
+        the key; a ``check`` then a ``get`` is two: NOTE [scale])."""
+        status, f = self._call(GET, [self._k(key)])
+        return f[0] if status == OK else None
+
     def multi_get(self, keys) -> list[bytes]:
         return self._poll(MGET, [self._k(k) for k in keys])
 

@@ -130,6 +130,10 @@ class Control:
 
     # -- plain reads -------------------------------------------------------------------
     def get(self, key: str) -> str | None:
+        fn = getattr(self.store, "try_get", None)  # the coordinator's store: one request
+        if fn is not None:
+            raw = fn(key)
+            return raw.decode() if raw is not None else None
         return self.store.get(key).decode() if self.store.check([key]) else None
 
     def new_id(self) -> int:
@@ -197,10 +201,10 @@ class Control:
         """All death notices so far, {id: reason} (incremental: new ones only are fetched)."""
         n = int(self.store.add(KEY_DEAD_SEQ, 0))
         while self._dead_seen < n:
-            key = f"{ROOT}deadlist/{self._dead_seen}"
-            if not self.store.check([key]):  # the poster is between add() and set()
+            raw = self.get(f"{ROOT}deadlist/{self._dead_seen}")
+            if raw is None:  # the poster is between add() and set()
                 break
-            member = int(self.store.get(key))
+            member = int(raw)
             self._dead[member] = self.store.get(key_dead(member)).decode()
             self._dead_seen += 1
         return dict(self._dead)
@@ -220,10 +224,10 @@ class Control:
         when nobody new left, instead of one per member (NOTE [scale] in membership)."""
         n = int(self.store.add(KEY_LEFT_SEQ, 0))
         while self._left_seen < n:
-            key = f"{ROOT}leftlist/{self._left_seen}"
-            if not self.store.check([key]):  # the poster is between add() and set()
+            raw = self.get(f"{ROOT}leftlist/{self._left_seen}")
+            if raw is None:  # the poster is between add() and set()
                 break
-            self._left.add(int(self.store.get(key)))
+            self._left.add(int(raw))
             self._left_seen += 1
         return set(self._left)
 

@@ -97,8 +97,9 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
     plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
     while True:
-        if store.check([plan_key]):
-            return decode_plan(store.get(plan_key).decode(), n)
+        raw = rg.ctl.get(plan_key)
+        if raw is not None:
+            return decode_plan(raw, n)
         late = time.monotonic() - began > rg.timing.hb_timeout_s  # NOTE [late deciders]
         if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
                 and store.check(keys):

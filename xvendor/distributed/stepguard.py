@@ -67,8 +67,9 @@ def verdict(rg, ok: bool) -> bool:
     key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in rg.members]
     t0 = time.monotonic()
     while True:
-        if ctl.store.check([key]):
-            return ctl.store.get(key).decode() == "commit"
+        got = ctl.get(key)
+        if got is not None:
+            return got == "commit"
         late = time.monotonic() - t0 > rg.timing.hb_timeout_s  # NOTE [late deciders]
         if (mine >= len(votes) or (late and int(ctl.store.add(
                 cp.key_vote_count(e, s), 0)) >= len(votes))) and ctl.store.check(votes):
