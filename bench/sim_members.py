@@ -671,13 +671,24 @@ class Run:
         return [ev for ev in self.events["formed"] if ev[3] == e]
 
     def wait_formed(self, e: int, count: int, what: str) -> float:
+        return self.wait_formed_after(e - 1, count, what)[0]
+
+    def wait_formed_after(self, after: int, count: int, what: str) -> tuple[float, int]:
+        """Until ``count`` members formed one epoch newer than ``after`` that has ``count``
+        members (deaths seen apart make an epoch each: the last one counts); (when the
+        last of them formed it, that epoch)."""
         end = time.monotonic() + self.args.timeout
-        last = -1
+        last, e = -1, after + 1
         while True:
             self.pump()
-            got = self.formed(e)
+            by: dict[int, list] = {}
+            for ev in self.events["formed"]:
+                if ev[3] > after and ev[5] == count:
+                    by.setdefault(ev[3], []).append(ev)
+            got = max(by.values(), key=len) if by else []
+            e = got[0][3] if got else e
             if len(got) >= count:
-                return max(ev[4] for ev in got)
+                return max(ev[4] for ev in got), e
             if len(got) != last or len(self.id_of) < self.n:
                 last = len(got)
                 self.log(f"{self.n} members, {what}: {len(self.id_of)} admitted, "
@@ -766,11 +777,15 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         e = run.ctl.latest_epoch()
         survivors = [m for m in ids if m not in victims]
         t_kill = time.time()
-        for v in victims:
-            run.send(v, ("kill", [v]))
-        t_new = run.wait_formed(e + 1, len(survivors), "kill")
-        rec = run.ctl.record(e + 1)
-        seen = [ev[4] for ev in run.events["seen"] if ev[3] == e + 1]
+        by_shard: dict[int, list] = {}
+        for v in victims:  # one command per shard: torn down in one pass of its loop
+            by_shard.setdefault(run.shard_of[v], []).append(v)
+        for vs in by_shard.values():
+            run.send(vs[0], ("kill", vs))
+        t_new, e_new = run.wait_formed_after(e, len(survivors), "kill")
+        rec = run.ctl.record(e_new)
+        seen = [ev[4] for ev in run.events["seen"] if ev[3] == e_new]
+        out["kill_epochs"] = e_new - e  # 1 unless the deaths were seen apart
         out["kill"] = len(victims)
         out["killed"], out["kill_epoch"] = victims, rec["members"]
         out["kill_members"] = len(rec["members"])
@@ -779,7 +794,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
 
         # straggler: one member computes --straggler-busy s per step
-        e = e + 1
+        e = e_new
         slow = survivors[len(survivors) // 2]
         rest = [m for m in survivors if m != slow]
         t_slow = time.time()
