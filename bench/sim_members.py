@@ -79,7 +79,8 @@ from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
 from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
 
-PER_SHARD = 2500  # members per shard process (two sockets each)
+PER_SHARD = 1000  # members per shard process (two sockets each); more, and one busy event loop
+# delays the heartbeats of too many members (``Shard.lag``)
 
 
 class Aborted(Exception):
