@@ -16,7 +16,12 @@ the embedded store, loopback), and N simulated members spread over a few shard p
   steady    coordinator CPU (cores: utime + stime over wall time, /proc) while the members
             step for ``--steady-s`` s; its resident memory per member (RSS with N members
             minus RSS before the first one, over N); bytes per heartbeat (the request and
-            reply frames on the store link, TCP/IP headers not counted; a beat has no reply).
+            reply frames on the store link, TCP/IP headers not counted; a beat has no reply);
+  counts    control-plane store requests (heartbeats not counted) per survivor from the
+            kill to its epoch formed (+0.2 s), and per member per step while stepping: what
+            the protocol costs, whatever the machine's load (the times are not);
+  lag       each shard's event-loop lag (``Shard.lag``): a simulated member's beat waits
+            for its shard's loop, a real member's does not.
 
 What a simulated member reproduces of a real one (``ResilientGroup`` joined through
 ``env.join`` with the coordinator), message for message on the real sockets:
@@ -699,6 +704,10 @@ class Run:
                 raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
                                    f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
 
+    def requests(self) -> int:
+        """Control-plane store requests every shard sent so far (heartbeats not counted)."""
+        return sum(s["requests"] - s["hb"] for s in self.shard_stats.values())
+
     def send(self, member: int, cmd: tuple) -> None:
         self.shards[self.shard_of[member]][1].send(cmd)
 
@@ -766,6 +775,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
                   for j, s in run.shard_stats.items())
         out["steady_cores"] = (c1 - c0) / (t1 - t0)
         out["steady_store_requests_per_s"] = req / (t1 - t0)
+        out["steady_requests_per_member_step"] = req / n / steps if steps else None
         out["heartbeats_per_s"] = hb / (t1 - t0)
         out["bytes_per_heartbeat"] = hbb / hb if hb else None
         rss = _proc_rss(pid)
@@ -777,6 +787,8 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         victims = ids[1:1 + args.kill]
         e = run.ctl.latest_epoch()
         survivors = [m for m in ids if m not in victims]
+        run.pump()
+        req_kill = run.requests()
         t_kill = time.time()
         by_shard: dict[int, list] = {}
         for v in victims:  # one command per shard: torn down in one pass of its loop
@@ -792,6 +804,9 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["kill_members"] = len(rec["members"])
         out["kill_agreed_s"] = min(seen) - t_kill
         out["kill_formed_s"] = t_new - t_kill
+        time.sleep(0.2)  # the shards' last counts (flushed every 50 ms)
+        run.pump()
+        out["kill_requests_per_member"] = (run.requests() - req_kill) / len(survivors)
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
 
         # straggler: one member computes --straggler-busy s per step
@@ -837,6 +852,8 @@ def table(rows: list[dict]) -> str:
             ("bytes_per_heartbeat", "B/heartbeat", "{:.0f}"),
             ("heartbeats_per_s", "heartbeats/s", "{:.0f}"),
             ("steady_store_requests_per_s", "store req/s", "{:.0f}"),
+            ("kill_requests_per_member", "kill ctl req/member", "{:.1f}"),
+            ("steady_requests_per_member_step", "req/member/step", "{:.1f}"),
             ("stale_deaths", "stale deaths", "{:d}"),
             ("sim_loop_lag_max_s", "sim lag max s", "{:.2f}")]
     head = " | ".join(h for _, h, _ in cols)
