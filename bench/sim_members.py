@@ -55,7 +55,7 @@ even while a control request of the member waits for its own). Many members shar
 Descriptors: the coordinator holds two per simulated member and its listeners are sized from
 its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
 where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
-fit. ``--connect-concurrency`` bounds the admissions in flight per shard process (a member
+fit. ``--connect-concurrency`` bounds the admissions in flight, split over the shards (a member
 whose hello the coordinator does not read within its 5 s handshake window is closed).
 """
 
@@ -633,7 +633,9 @@ class Run:
         self.shards = []
         spec = {"host": "127.0.0.1", "port": self.port, "token": self.token,
                 "step_s": self.args.step_s, "collective_s": self.args.collective_s,
-                "connect_concurrency": self.args.connect_concurrency}
+                # in flight over all shards: more shards must not mean more at once (the
+                # coordinator closes a hello it did not read within its 5 s window)
+                "connect_concurrency": max(1, self.args.connect_concurrency // k)}
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
@@ -885,8 +887,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--store", choices=("embedded", "etcd"), default="embedded",
                    help="the coordinator's state: in its memory, or in a local etcd (Debian's "
                         "etcd-server; one coordinator replica, leading)")
-    p.add_argument("--connect-concurrency", type=int, default=256,
-                   help="admissions in flight per shard process")
+    p.add_argument("--connect-concurrency", type=int, default=1024,
+                   help="admissions in flight, split over the shard processes")
     return p
 
 
