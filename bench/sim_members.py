@@ -378,7 +378,9 @@ class Member:
             if gone or time.monotonic() - t0 > t["join_timeout_s"]:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
-            await self.s.wait_any([plan_key, cp.key_abort(e)], 0.5)
+            await self.s.wait_any([plan_key, cp.key_abort(e),  # NOTE [waits on news]
+                                   f"{cp.ROOT}deadlist/{self.dead_seen}",
+                                   f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
@@ -833,6 +835,11 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["straggler_why"] = why
         out["straggler"], out["straggler_epoch"] = slow, rec["members"]
         out["coordinator_cpu_total_s"] = _proc_cpu(pid) - cpu0
+        # the straggler learns its exclusion at its next look (after its slow compute),
+        # possibly after the others formed the epoch without it
+        end = time.monotonic() + args.straggler_busy + 10
+        while slow not in [ev[2] for ev in run.events["excluded"]] and time.monotonic() < end:
+            run.pump(0.05)
         out["excluded"] = [ev[2] for ev in run.events["excluded"]]
     finally:
         out["sim_loop_lag_max_s"] = run.lag_max

@@ -209,6 +209,12 @@ class Control:
             self._dead_seen += 1
         return dict(self._dead)
 
+    def news_keys(self) -> list[str]:
+        """The keys of the next death notice and the next clean departure this view has not
+        read yet: a wait on them ends when there is news (NOTE [waits on news] in
+        membership)."""
+        return [f"{ROOT}deadlist/{self._dead_seen}", f"{ROOT}leftlist/{self._left_seen}"]
+
     def is_dead(self, member: int) -> bool:
         return self.store.check([key_dead(member)])
 

@@ -90,7 +90,14 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     long loses nothing; but under a slow store a second passed often, and then every member
     checked and read all ``n`` flags on every wake-up: O(n^2) store work exactly when the
     store was already behind (the steps of 1,000 simulated members on a loaded machine,
-    bench/sim_members.py). The same holds for the votes (``stepguard.verdict``)."""
+    bench/sim_members.py). The same holds for the votes (``stepguard.verdict``).
+
+    NOTE [waits on news]: the wait used to end every 0.5 s so that a member that left
+    cleanly (which aborts nothing) was seen; each wake-up cost a waiting member four
+    requests (plan, abort flag, death and left lists), 8 a second for as long as the
+    formation took: 30 control requests per survivor to form one shrink of 3,000 simulated
+    members, most of them these. The wait now includes the keys of the next death and
+    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s."""
     n, store = len(members), rg.ctl.store
     keys = [cp.key_ready(e, m) for m in members]
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
@@ -114,9 +121,10 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
             if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
                 rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
-        # the plan or an abort wakes this at once (a death aborts the epoch); a member that
-        # left cleanly is seen within the wait
-        waited = rg.ctl.wait_any([plan_key, abort_key], 0.5, rg.timing.slice_s / 4)
+        # the plan, an abort, the next death or departure notice wake this at once (NOTE
+        # [waits on news]); the timeout only bounds the join-timeout check
+        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys()], 5.0,
+                                 rg.timing.slice_s / 4)
 
 
 def encode_plan(src: int | None, needers: list[int], n: int) -> str:
