@@ -843,9 +843,10 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["excluded"] = [ev[2] for ev in run.events["excluded"]]
     finally:
         out["sim_loop_lag_max_s"] = run.lag_max
-        run.close()
-        with open(run.coord_log.name) as f:  # members the coordinator declared hung
+        run.coord_log.flush()
+        with open(run.coord_log.name) as f:  # members declared hung (before the shards stop)
             out["stale_deaths"] = sum("heartbeat stale" in line for line in f)
+        run.close()
     return out
 
 
