@@ -16,7 +16,12 @@ the embedded store, loopback), and N simulated members spread over a few shard p
   steady    coordinator CPU (cores: utime + stime over wall time, /proc) while the members
             step for ``--steady-s`` s; its resident memory per member (RSS with N members
             minus RSS before the first one, over N); bytes per heartbeat (the request and
-            reply frames on the store link, TCP/IP headers not counted).
+            reply frames on the store link, TCP/IP headers not counted; a beat has no reply);
+  counts    control-plane store requests (heartbeats not counted) per survivor from the
+            kill to its epoch formed (+0.2 s), and per member per step while stepping: what
+            the protocol costs, whatever the machine's load (the times are not);
+  lag       each shard's event-loop lag (``Shard.lag``): a simulated member's beat waits
+            for its shard's loop, a real member's does not.
 
 What a simulated member reproduces of a real one (``ResilientGroup`` joined through
 ``env.join`` with the coordinator), message for message on the real sockets:
@@ -24,13 +29,15 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
     HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
     for the member's life and carries its busy report per step and a goodbye at the end;
   - the token-guarded store link (``authstore``: nonce, proof, the same frames), on which:
-    its pid key and heartbeat counter (``control.Heartbeat``: ``add(hb, 1)`` every
-    ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
+    its pid key and heartbeat counter (``control.Heartbeat``: a ``BEAT`` frame, no reply,
+    every ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
     latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
     proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
-    and per step: compute (a sleep), the collective wait sliced by ``slice_s`` with the
-    abort flag read between slices (``control.sliced_wait``), the busy report, the vote
+    and per step: compute (a sleep), the collective (a server-side wait on the abort flag
+    for ``--collective-s``: what the real member's slices read off its heartbeat thread's
+    wait, NOTE [the abort watch] in control; the real member's other reads of an armed
+    flag cost nothing either, here each is a request), the busy report, the vote
     and verdict (``stepguard.verdict``), the step boundary (``commit_step``: progress key,
     join slots, grow decision), and recovery (``recover``: abort, converge);
   - on a kill both connections are torn down at once; an excluded member (a straggler)
@@ -39,13 +46,16 @@ What it leaves out: the data plane (no gloo group is built, no collective moves 
 state is sent: the "collective" is a wait of ``--collective-s``), torch and the model, the
 flight recorder, newcomers, and the several store connections a real member opens (its
 main thread, its heartbeat thread and its data plane each have one; a simulated member
-sends all of that on one connection, in order, so a heartbeat can queue behind its own
-control request). Many members share a process, so one slow event loop delays many.
+sends all of that on one connection, in order; a beat needs no reply, so it is written
+even while a control request of the member waits for its own). Many members share a process, so one slow event loop delays many.
+
+``--store etcd``: the coordinator keeps its state in a local etcd (one replica, leading;
+``etcdstore.LocalEtcd``, Debian's etcd-server binary) instead of its memory.
 
 Descriptors: the coordinator holds two per simulated member and its listeners are sized from
 its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
 where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
-fit. ``--connect-concurrency`` bounds the admissions in flight per shard process (a member
+fit. ``--connect-concurrency`` bounds the admissions in flight, split over the shards (a member
 whose hello the coordinator does not read within its 5 s handshake window is closed).
 """
 
@@ -74,7 +84,8 @@ from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
 from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
 
-PER_SHARD = 2500  # members per shard process (two sockets each)
+PER_SHARD = 1000  # members per shard process (two sockets each); more, and one busy event loop
+# delays the heartbeats of too many members (``Shard.lag``)
 
 
 class Aborted(Exception):
@@ -119,6 +130,15 @@ class Store:
             s["hb_bytes"] += len(frame) + 4 + n
         return A._unpack(body)
 
+    def beat(self, key: str) -> None:
+        """A heartbeat: no reply (NOTE [heartbeats off the request queue] in authstore), so
+        it is written at once, between another coroutine's request and its reply."""
+        frame = A._pack(A.BEAT, [self.k(key)])
+        self.w.write(frame)
+        self.stats["requests"] += 1
+        self.stats["hb"] += 1
+        self.stats["hb_bytes"] += len(frame)
+
     def k(self, key: str) -> bytes:
         return self.pre + key.encode()
 
@@ -142,9 +162,10 @@ class Store:
         st, f = await self.call(A.MGET, [self.k(x) for x in keys])
         return f if st == A.OK else None
 
-    async def wait_any(self, keys: list[str], timeout_s: float) -> None:
+    async def wait_any(self, keys: list[str], timeout_s: float) -> int | None:
         ms = str(int(timeout_s * 1000)).encode()
-        await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+        st, f = await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
+        return int(f[0]) if st == A.OK else None
 
     def close(self, hard: bool) -> None:
         if self.w is not None:
@@ -164,16 +185,15 @@ class Member:
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
         self.left_seen, self.left = 0, set()
+        self._members_set: tuple = (None, set())  # (list, its set): departed() in O(deaths)
 
     # control-plane reads, as ``Control`` does them
     async def record(self, e: int) -> dict | None:
-        key = cp.key_epoch(e)
-        if not await self.s.check([key]):
-            return None
-        return json.loads(await self.s.get(key))
+        raw = await self.s.get(cp.key_epoch(e))  # Control.get: one GET (try_get)
+        return json.loads(raw) if raw is not None else None
 
     async def latest_epoch(self) -> int:
-        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        raw = await self.s.get(cp.KEY_LATEST)
         e = int(raw) if raw else 0
         while await self.s.check([cp.key_epoch(e + 1)]):
             e += 1
@@ -188,17 +208,17 @@ class Member:
     async def propose(self, e: int, rec: dict) -> None:
         rec = dict(rec, epoch=e, incarnation=self.incarnation)
         await self.s.cas(cp.key_epoch(e), "", json.dumps(rec))
-        raw = await self.s.get(cp.KEY_LATEST) if await self.s.check([cp.KEY_LATEST]) else None
+        raw = await self.s.get(cp.KEY_LATEST)
         if e > (int(raw) if raw else 0):
             await self.s.set(cp.KEY_LATEST, str(e))
 
     async def dead_list(self) -> dict:
         n = await self.s.add(cp.KEY_DEAD_SEQ, 0)
         while self.dead_seen < n:
-            key = f"{cp.ROOT}deadlist/{self.dead_seen}"
-            if not await self.s.check([key]):
+            raw = await self.s.get(f"{cp.ROOT}deadlist/{self.dead_seen}")
+            if raw is None:
                 break
-            m = int(await self.s.get(key))
+            m = int(raw)
             self.dead[m] = (await self.s.get(cp.key_dead(m))).decode()
             self.dead_seen += 1
         return self.dead
@@ -206,16 +226,24 @@ class Member:
     async def left_list(self) -> set:
         n = await self.s.add(cp.KEY_LEFT_SEQ, 0)
         while self.left_seen < n:
-            key = f"{cp.ROOT}leftlist/{self.left_seen}"
-            if not await self.s.check([key]):
+            raw = await self.s.get(f"{cp.ROOT}leftlist/{self.left_seen}")
+            if raw is None:
                 break
-            self.left.add(int(await self.s.get(key)))
+            self.left.add(int(raw))
             self.left_seen += 1
         return self.left
 
     async def departed(self, members: list[int]) -> set[int]:
+        """``membership.departed``: the same requests and answer, computed over the few
+        departed instead of the n members (a real member's O(n) is O(n^2) for a process
+        simulating n: it starved the shard's event loop, heartbeats included)."""
         dead, left = await self.dead_list(), await self.left_list()
-        return {m for m in members if m in dead or m in left}
+        if not dead and not left:
+            return set()
+        if self._members_set[0] is not members:
+            self._members_set = (members, set(members))
+        inside = self._members_set[1]
+        return {m for m in dead if m in inside} | {m for m in left if m in inside}
 
 
 
@@ -270,7 +298,7 @@ class Member:
             if self.shard.frozen == self.member:
                 continue
             try:
-                await self.s.add(cp.key_hb(self.member), 1, hb=True)
+                self.s.beat(cp.key_hb(self.member))
             except Exception:
                 return
 
@@ -333,10 +361,10 @@ class Member:
         while True:  # membership.meet
             if self.killed:
                 raise Killed()
-            if await self.s.check([plan_key]):
-                src, _ = decode_plan((await self.s.get(plan_key)).decode(), n)
+            if (raw := await self.s.get(plan_key)) is not None:
+                src, _ = decode_plan(raw.decode(), n)
                 break
-            late = time.monotonic() - t0 > 1.0
+            late = time.monotonic() - t0 > t["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
                     and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
                 flags = await self.s.multi_get(keys)
@@ -350,22 +378,21 @@ class Member:
             if gone or time.monotonic() - t0 > t["join_timeout_s"]:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
-            await self.s.wait_any([plan_key, cp.key_abort(e)], 0.5)
+            await self.s.wait_any([plan_key, cp.key_abort(e),  # NOTE [waits on news]
+                                   f"{cp.ROOT}deadlist/{self.dead_seen}",
+                                   f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
         self.shard.event("formed", self.idx, self.member, e, time.time(), len(members))
 
     async def sliced_wait(self, seconds: float) -> None:
-        """The collective: ``seconds`` of waiting, the abort flag read between slices."""
-        end = time.monotonic() + seconds
-        while True:
-            left = end - time.monotonic()
-            await asyncio.sleep(max(0.0, min(self.timing["slice_s"], left)))
-            if left <= self.timing["slice_s"]:
-                return
-            if await self.aborted(self.epoch):
-                raise Aborted()
+        """The collective: ``seconds`` of waiting for the abort flag on the server (a real
+        member's heartbeat thread holds that wait for up to 10 s and its slices read the
+        flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
+        e = self.epoch
+        if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+            raise Aborted()
 
     async def one_step(self) -> None:
         e, s, me = self.epoch, self.step, self.member
@@ -407,9 +434,9 @@ class Member:
         while True:
             if self.killed:
                 raise Killed()
-            if await self.s.check([key]):
-                return (await self.s.get(key)) == b"commit"
-            late = time.monotonic() - t0 > 1.0
+            if (raw := await self.s.get(key)) is not None:
+                return raw == b"commit"
+            late = time.monotonic() - t0 > self.timing["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_vote_count(e, s), 0) >= n)) \
                     and await self.s.check(votes := [cp.key_vote(e, s, m) for m in self.members]):
                 got = await self.s.multi_get(votes)
@@ -430,7 +457,7 @@ class Shard:
         self.conn, self.spec = conn, spec
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
-        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0}
+        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0}
         self.out: list = []
         self.stopping = False
         self.frozen = None
@@ -439,6 +466,17 @@ class Shard:
         self.out.append(ev)
         if ev[0] == "admitted":
             self.by_id[ev[2]] = self.members[ev[1]]
+
+    async def lag(self) -> None:
+        """How late this process's event loop runs a 0.1 s timer: a late loop delays every
+        member's heartbeat here, which a real member (a process of its own) would not see.
+        ``lag_s`` the latest, ``lag_max_s`` the worst (the parent reports both)."""
+        while True:
+            t0 = time.monotonic()
+            await asyncio.sleep(0.1)
+            late = time.monotonic() - t0 - 0.1
+            self.stats["lag_s"] = late
+            self.stats["lag_max_s"] = max(self.stats["lag_max_s"], late)
 
     async def flush(self) -> None:
         while True:
@@ -470,6 +508,7 @@ class Shard:
             pass
         assert self.conn.recv() == ("go",)
         flusher = asyncio.ensure_future(self.flush())
+        lagger = asyncio.ensure_future(self.lag())
         tasks = []
         for i in range(self.spec["first"], self.spec["first"] + self.spec["count"]):
             self.members[i] = Member(self, i)
@@ -482,6 +521,7 @@ class Shard:
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.sleep(0.1)
         flusher.cancel()
+        lagger.cancel()
         self.conn.send(("events", self.out, dict(self.stats)))
         self.conn.send(("bye",))
 
@@ -559,12 +599,18 @@ class Run:
                "--port", str(self.port), "--token-file", tf, "--min-replicas", str(n),
                "--join-timeout", str(args.timeout), "--hb-timeout", str(args.hb_timeout),
                "--straggler-steps", str(args.straggler_steps)]
+        self.etcd = None
+        if args.store == "etcd":  # one replica on a local etcd (NOTE [replicated state])
+            from xvendor.distributed.etcdstore import LocalEtcd
+            self.etcd = LocalEtcd()
+            cmd += ["--store", self.etcd.url]
         self.coord = subprocess.Popen(cmd, env=env, stdout=self.coord_log, stderr=subprocess.STDOUT)
         self.prefix = wire.job_prefix(self.token, 0)
         self.events: dict[str, list] = {"seen": [], "formed": [], "excluded": [], "error": []}
         self.id_of: dict[int, int] = {}
         self.shard_of: dict[int, int] = {}
         self.shard_stats: dict[int, dict] = {}
+        self.lag_max = 0.0  # the worst event-loop lag of a shard (``Shard.lag``)
         self._wait_listening()
         self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
@@ -589,7 +635,9 @@ class Run:
         self.shards = []
         spec = {"host": "127.0.0.1", "port": self.port, "token": self.token,
                 "step_s": self.args.step_s, "collective_s": self.args.collective_s,
-                "connect_concurrency": self.args.connect_concurrency}
+                # in flight over all shards: more shards must not mean more at once (the
+                # coordinator closes a hello it did not read within its 5 s window)
+                "connect_concurrency": max(1, self.args.connect_concurrency // k)}
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
@@ -616,6 +664,7 @@ class Run:
                 if msg[0] != "events":
                     continue
                 self.shard_stats[j] = msg[2]
+                self.lag_max = max(self.lag_max, msg[2].get("lag_max_s", 0.0))
                 for ev in msg[1]:
                     if ev[0] == "admitted":
                         self.id_of[ev[1]] = ev[2]
@@ -632,20 +681,36 @@ class Run:
         return [ev for ev in self.events["formed"] if ev[3] == e]
 
     def wait_formed(self, e: int, count: int, what: str) -> float:
+        return self.wait_formed_after(e - 1, count, what)[0]
+
+    def wait_formed_after(self, after: int, count: int, what: str) -> tuple[float, int]:
+        """Until ``count`` members formed one epoch newer than ``after`` that has ``count``
+        members (deaths seen apart make an epoch each: the last one counts); (when the
+        last of them formed it, that epoch)."""
         end = time.monotonic() + self.args.timeout
-        last = -1
+        last, e = -1, after + 1
         while True:
             self.pump()
-            got = self.formed(e)
+            by: dict[int, list] = {}
+            for ev in self.events["formed"]:
+                if ev[3] > after and ev[5] == count:
+                    by.setdefault(ev[3], []).append(ev)
+            got = max(by.values(), key=len) if by else []
+            e = got[0][3] if got else e
             if len(got) >= count:
-                return max(ev[4] for ev in got)
+                return max(ev[4] for ev in got), e
             if len(got) != last or len(self.id_of) < self.n:
                 last = len(got)
                 self.log(f"{self.n} members, {what}: {len(self.id_of)} admitted, "
-                         f"{len(got)}/{count} formed epoch {e}")
+                         f"{len(got)}/{count} formed epoch {e}, shard loop lag max "
+                         f"{self.lag_max:.2f} s")
             if time.monotonic() > end:
                 raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
                                    f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
+
+    def requests(self) -> int:
+        """Control-plane store requests every shard sent so far (heartbeats not counted)."""
+        return sum(s["requests"] - s["hb"] for s in self.shard_stats.values())
 
     def send(self, member: int, cmd: tuple) -> None:
         self.shards[self.shard_of[member]][1].send(cmd)
@@ -667,6 +732,8 @@ class Run:
             except subprocess.TimeoutExpired:
                 self.coord.kill()
         self.coord_log.close()
+        if self.etcd is not None:
+            self.etcd.close()
 
 
 def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict:
@@ -712,6 +779,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
                   for j, s in run.shard_stats.items())
         out["steady_cores"] = (c1 - c0) / (t1 - t0)
         out["steady_store_requests_per_s"] = req / (t1 - t0)
+        out["steady_requests_per_member_step"] = req / n / steps if steps else None
         out["heartbeats_per_s"] = hb / (t1 - t0)
         out["bytes_per_heartbeat"] = hbb / hb if hb else None
         rss = _proc_rss(pid)
@@ -723,21 +791,30 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         victims = ids[1:1 + args.kill]
         e = run.ctl.latest_epoch()
         survivors = [m for m in ids if m not in victims]
+        run.pump()
+        req_kill = run.requests()
         t_kill = time.time()
-        for v in victims:
-            run.send(v, ("kill", [v]))
-        t_new = run.wait_formed(e + 1, len(survivors), "kill")
-        rec = run.ctl.record(e + 1)
-        seen = [ev[4] for ev in run.events["seen"] if ev[3] == e + 1]
+        by_shard: dict[int, list] = {}
+        for v in victims:  # one command per shard: torn down in one pass of its loop
+            by_shard.setdefault(run.shard_of[v], []).append(v)
+        for vs in by_shard.values():
+            run.send(vs[0], ("kill", vs))
+        t_new, e_new = run.wait_formed_after(e, len(survivors), "kill")
+        rec = run.ctl.record(e_new)
+        seen = [ev[4] for ev in run.events["seen"] if ev[3] == e_new]
+        out["kill_epochs"] = e_new - e  # 1 unless the deaths were seen apart
         out["kill"] = len(victims)
         out["killed"], out["kill_epoch"] = victims, rec["members"]
         out["kill_members"] = len(rec["members"])
         out["kill_agreed_s"] = min(seen) - t_kill
         out["kill_formed_s"] = t_new - t_kill
+        time.sleep(0.2)  # the shards' last counts (flushed every 50 ms)
+        run.pump()
+        out["kill_requests_per_member"] = (run.requests() - req_kill) / len(survivors)
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
 
         # straggler: one member computes --straggler-busy s per step
-        e = e + 1
+        e = e_new
         slow = survivors[len(survivors) // 2]
         rest = [m for m in survivors if m != slow]
         t_slow = time.time()
@@ -758,8 +835,17 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["straggler_why"] = why
         out["straggler"], out["straggler_epoch"] = slow, rec["members"]
         out["coordinator_cpu_total_s"] = _proc_cpu(pid) - cpu0
+        # the straggler learns its exclusion at its next look (after its slow compute),
+        # possibly after the others formed the epoch without it
+        end = time.monotonic() + args.straggler_busy + 10
+        while slow not in [ev[2] for ev in run.events["excluded"]] and time.monotonic() < end:
+            run.pump(0.05)
         out["excluded"] = [ev[2] for ev in run.events["excluded"]]
     finally:
+        out["sim_loop_lag_max_s"] = run.lag_max
+        run.coord_log.flush()
+        with open(run.coord_log.name) as f:  # members declared hung (before the shards stop)
+            out["stale_deaths"] = sum("heartbeat stale" in line for line in f)
         run.close()
     return out
 
@@ -775,7 +861,11 @@ def table(rows: list[dict]) -> str:
             ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),
             ("bytes_per_heartbeat", "B/heartbeat", "{:.0f}"),
             ("heartbeats_per_s", "heartbeats/s", "{:.0f}"),
-            ("steady_store_requests_per_s", "store req/s", "{:.0f}")]
+            ("steady_store_requests_per_s", "store req/s", "{:.0f}"),
+            ("kill_requests_per_member", "kill ctl req/member", "{:.1f}"),
+            ("steady_requests_per_member_step", "req/member/step", "{:.1f}"),
+            ("stale_deaths", "stale deaths", "{:d}"),
+            ("sim_loop_lag_max_s", "sim lag max s", "{:.2f}")]
     head = " | ".join(h for _, h, _ in cols)
     lines = [head, " | ".join("-" * len(h) for _, h, _ in cols)]
     for r in rows:
@@ -802,8 +892,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hb-timeout", type=float, default=3.0, help="the coordinator's --hb-timeout")
     p.add_argument("--steady-s", type=float, default=5.0, help="seconds of the steady phase")
     p.add_argument("--timeout", type=float, default=300.0, help="limit of each phase (s)")
-    p.add_argument("--connect-concurrency", type=int, default=256,
-                   help="admissions in flight per shard process")
+    p.add_argument("--store", choices=("embedded", "etcd"), default="embedded",
+                   help="the coordinator's state: in its memory, or in a local etcd (Debian's "
+                        "etcd-server; one coordinator replica, leading)")
+    p.add_argument("--connect-concurrency", type=int, default=1024,
+                   help="admissions in flight, split over the shard processes")
     return p
 
 

@@ -150,6 +150,29 @@ def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
 
 
 @pytest.mark.l1
+def test_the_coordinator_proposes_the_survivors_epoch_itself(coord):
+    """NOTE [the observer proposes the shrink] (verdicts): a death makes the coordinator
+    propose the next epoch of the survivors, with no member doing anything; a second death
+    stops that one and proposes the next; a clean leave proposes nothing."""
+    c = coord(min_replicas=3)
+    a, b, d = (Link("127.0.0.1", c.port, TOKEN) for _ in range(3))
+    ctl = c.lane(0).ctl
+    wait_for(lambda: ctl.record(0) is not None, what="epoch 0")
+    a._sock.close()
+    wait_for(lambda: ctl.record(1) is not None, what="epoch 1, proposed by the coordinator")
+    rec = ctl.record(1)
+    assert rec["members"] == [b.member, d.member], rec
+    assert "proposed by the observer" in rec["why"] and rec["incarnation"] == c.incarnation
+    assert ctl.aborted(0) and not ctl.aborted(1)
+    d._sock.close()
+    wait_for(lambda: ctl.record(2) is not None, what="epoch 2")
+    assert ctl.record(2)["members"] == [b.member] and ctl.aborted(1)
+    b.close()
+    time.sleep(0.3)
+    assert ctl.record(3) is None
+
+
+@pytest.mark.l1
 def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord):
     """NOTE [a replica group is evicted whole]: group A's lane-1 process dies (no goodbye);
     the coordinator declares A's lane-0 process dead too, naming why; B is untouched, and a

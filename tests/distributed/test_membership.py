@@ -2,9 +2,16 @@
 members' ready flags: "0" no state, "1:<step>" state at that committed step, "1:<step>:synced"
 the group's state (the member formed an epoch before)."""
 
+import threading
+import time
+from types import SimpleNamespace
+
 import pytest
 
-from xvendor.distributed.membership import plan_transfer
+from xvendor.distributed import authstore as A
+from xvendor.distributed import control as cp
+from xvendor.distributed.control import EpochAborted
+from xvendor.distributed.membership import meet, plan_transfer
 
 
 @pytest.mark.l0
@@ -36,3 +43,48 @@ def test_a_posted_transfer_plan_reads_back_as_plan_transfer_made_it():
         raw = encode_plan(src, need, len(flags))
         assert decode_plan(raw, len(flags)) == (src, need), flags
     assert len(encode_plan(0, list(range(1, 10000)), 10000)) < 40  # founders: "keep" [0]
+
+
+class _CountingKV(A.KV):
+    """A store that counts every request it serves."""
+
+    served = 0
+
+    def apply(self, op, f):
+        self.served += 1
+        return super().apply(op, f)
+
+
+@pytest.mark.l1
+def test_a_member_waiting_to_form_costs_no_requests_until_there_is_news():
+    """NOTE [waits on news]: member 0 waits at epoch 0's formation for member 1, which
+    never arrives; while nothing happens its wait is held on the server (it used to wake
+    every 0.5 s for four requests); a clean departure of member 1 ends it at once."""
+    kv = _CountingKV()
+    server = A.StoreServer("t0k3n-news", "127.0.0.1", 0, kv)
+    try:
+        ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, "t0k3n-news", prefix="p"))
+        rg = SimpleNamespace(ctl=ctl, member=0, timing=cp.Timing(), has_state=True, step=0,
+                             stats={"epochs": []})
+        box = {}
+
+        def run():
+            try:
+                box["plan"] = meet(rg, 0, [0, 1], time.monotonic())
+            except EpochAborted as e:
+                box["aborted"] = (str(e), time.monotonic())
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        time.sleep(0.5)
+        before = kv.served
+        time.sleep(2.0)
+        idle = kv.served - before
+        assert idle <= 2, idle  # was ~16: a wake-up every 0.5 s, four requests each
+        other = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        t0 = time.monotonic()
+        other.mark_left(1)
+        th.join(5)
+        assert "aborted" in box and "[1] will not arrive" in box["aborted"][0], box
+        assert box["aborted"][1] - t0 < 0.5, box["aborted"][1] - t0
+    finally:
+        server.close()

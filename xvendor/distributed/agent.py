@@ -163,6 +163,7 @@ class Agent:
                     self._scan_ids()
                     self.verdicts.check_heartbeats(now, range(self._scanned))
                     self.verdicts.abort_epochs_with_dead()
+                self.verdicts.propose_survivors()  # NOTE [the observer proposes the shrink]
             except Exception as e:  # the store is shutting down
                 if self._stop.is_set():
                     return

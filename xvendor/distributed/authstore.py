@@ -24,6 +24,15 @@ index) or when the timeout passes (missing). NOTE [scale]: members waiting for a
 a plan or a verdict used to poll the store every few milliseconds each; 1,000 of them
 polling kept one store thread busy with nothing, and delayed the requests that mattered.
 A connection holds at most one such wait (a second one closes it), up to ``MAX_WAIT_S``.
+
+NOTE [heartbeats off the request queue]: a heartbeat is ``BEAT`` (add 1 to its counter,
+no reply): it costs the store thread one read and no write, and its sender never waits
+behind the control requests queued ahead of it. Its staleness is judged on the store's own
+clock (``StoreServer.caught_up``: every request that reached the server before that time
+has been applied), not the observer's: a burst of control requests (a formation, a
+recovery at 3,000 members) used to keep the beats unread in the sockets for longer than the
+heartbeat timeout, and since death is final every member so delayed was lost
+(bench/sim_members.py). A backlog now delays a verdict instead of causing one.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import hashlib
 import heapq
 import hmac
 import secrets
+import select
 import selectors
 import socket
 import struct
@@ -59,7 +69,7 @@ def max_conns() -> int:
 HANDSHAKE_S = 5.0
 _LEN = struct.Struct(">I")
 
-SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET, WAIT = range(1, 11)
+SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET, WAIT, BEAT = range(1, 12)
 MAX_WAIT_S = 10.0
 OK, MISSING = 0, 1
 
@@ -150,10 +160,11 @@ class KV:
 
 
 class _Peer:
-    __slots__ = ("nonce", "authed", "buf", "out", "since", "wait")
+    __slots__ = ("nonce", "authed", "buf", "out", "since", "wait", "writing")
 
     def __init__(self, nonce: bytes):
         self.nonce, self.authed, self.buf, self.out = nonce, False, b"", b""
+        self.writing = False  # registered for EVENT_WRITE (a reply did not fit the socket)
         self.since = time.monotonic()
         self.wait = None  # its pending wait_any: [sock, keys, done]
 
@@ -183,6 +194,8 @@ class StoreServer:
         self.max_conns = max_conns()
         self.refused = 0  # connections closed for a failed proof or a protocol error
         self._stop = False
+        # NOTE [heartbeats off the request queue]: the store's clock (``caught_up``)
+        self._mark, self._idle = time.monotonic(), False
         self._thread = threading.Thread(target=self._serve, name="xv-store", daemon=True)
         self._thread.start()
 
@@ -194,7 +207,10 @@ class StoreServer:
         while not self._stop:
             wait = 0.5 if not self._deadlines else \
                 max(0.0, min(0.5, self._deadlines[0][0] - time.monotonic()))
-            for key, mask in self._sel.select(timeout=wait):
+            self._idle = True  # blocked in select: nothing received is left unread
+            ready = self._sel.select(timeout=wait)
+            began, self._idle = time.monotonic(), False
+            for key, mask in ready:
                 if key.fileobj is self._listen:
                     self._accept()
                 elif key.fileobj is self._wake_r:
@@ -215,6 +231,13 @@ class StoreServer:
                 if now - p.since <= HANDSHAKE_S:
                     break
                 self._close(s, refused=True)
+            self._mark = began  # what had arrived when this pass began is applied now
+
+    def caught_up(self) -> float:
+        """A ``time.monotonic()`` time such that every request that reached this server
+        before it has been applied: now while the serving thread waits for input, else the
+        start of the last pass it finished (NOTE [heartbeats off the request queue])."""
+        return time.monotonic() if self._idle else self._mark
 
     # -- waits (NOTE [scale] above) --------------------------------------------------------
     def _on_write(self, key: bytes) -> None:
@@ -330,6 +353,11 @@ class StoreServer:
             if op == WAIT:
                 self._start_wait(s, p, f)
                 continue
+            if op == BEAT:  # no reply (NOTE [heartbeats off the request queue])
+                if len(f) != 1:
+                    raise ValueError(f"a beat with {len(f)} fields")
+                self.kv.apply(ADD, [f[0], b"1"])
+                continue
             status, fields = self.kv.apply(op, f)
             self._send(s, p, _pack(status, fields))
 
@@ -349,7 +377,9 @@ class StoreServer:
             self._close(s)
             return
         p.out = p.out[sent:]
-        self._sel.modify(s, selectors.EVENT_READ | (selectors.EVENT_WRITE if p.out else 0))
+        if bool(p.out) != p.writing:  # NOTE [scale]: no epoll_ctl per reply
+            p.writing = bool(p.out)
+            self._sel.modify(s, selectors.EVENT_READ | (selectors.EVENT_WRITE if p.out else 0))
 
     def _close(self, s: socket.socket, refused: bool = False) -> None:
         self.refused += refused
@@ -396,8 +426,10 @@ class _Client:
             buf += chunk
         return buf
 
-    def call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+    def call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]] | None:
         self.sock.sendall(_pack(op, fields))
+        if op == BEAT:  # no reply (NOTE [heartbeats off the request queue])
+            return None
         (n,) = _LEN.unpack(self._exactly(4))
         return _unpack(self._exactly(n))
 
@@ -427,25 +459,41 @@ class AuthStore(dist.Store):
     def _k(self, key) -> bytes:
         return self._pre + _b(key)
 
-    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+    def _client(self) -> "_Client":
+        c = getattr(self._local, "client", None)
+        if c is not None and self._link is not None and c.gen != self._link.gen:
+            # another thread followed the leader: so does this one (a beat sent to the old
+            # one would be read by nobody: NOTE [heartbeats off the request queue])
+            self._local.client = None
+            c.sock.close()
+            c = None
+        if c is None:
+            c = self._local.client = self._open()
+        return c
+
+    def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]] | None:
         while True:
-            c = getattr(self._local, "client", None)
+            c = None
             try:
-                if c is None:
-                    c = self._local.client = self._open()
+                c = self._client()
                 return c.call(op, fields)
             except (OSError, ValueError) as e:
-                self._local.client = None
-                if c is not None:
-                    c.sock.close()
-                if self._link is not None:  # NOTE [following the leader]
-                    try:
-                        self._link.follow(c.gen if c is not None else self._link.gen)
-                        continue
-                    except Exception as err:
-                        e = err
-                # a RuntimeError, as TCPStore raises: callers treat a lost store alike
-                raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
+                self._lost(c, e)
+
+    def _lost(self, c, e: Exception) -> None:
+        """The connection failed: drop it and follow the leader (replicated; the caller
+        retries), or raise ``DistNetworkError``."""
+        self._local.client = None
+        if c is not None:
+            c.sock.close()
+        if self._link is not None:  # NOTE [following the leader]
+            try:
+                self._link.follow(c.gen if c is not None else self._link.gen)
+                return
+            except Exception as err:
+                e = err
+        # a RuntimeError, as TCPStore raises: callers treat a lost store alike
+        raise dist.DistNetworkError(f"store {self._addr[0]}:{self._addr[1]}: {e}") from e
 
     def _open(self) -> "_Client":
         if self._link is None:
@@ -479,6 +527,12 @@ class AuthStore(dist.Store):
     def get(self, key) -> bytes:
         return self._poll(GET, [self._k(key)])[0]
 
+    def try_get(self, key) -> bytes | None:
+        """The value of ``key``, or None when it is missing: one request (``get`` waits for
+        the key; a ``check`` then a ``get`` is two: NOTE [scale])."""
+        status, f = self._call(GET, [self._k(key)])
+        return f[0] if status == OK else None
+
     def multi_get(self, keys) -> list[bytes]:
         return self._poll(MGET, [self._k(k) for k in keys])
 
@@ -507,6 +561,44 @@ class AuthStore(dist.Store):
     def num_keys(self) -> int:
         return int(self._call(NUM, [])[1][0])
 
+    def watch(self, keys, timeout_s: float) -> None:
+        """Start ``wait_any(keys, timeout_s)`` on the server and return at once: its answer
+        is read with ``answer``; meanwhile this thread may send ``beat``s only (they have no
+        reply). NOTE [the abort watch] in control."""
+        ms = str(max(0, int(min(timeout_s, MAX_WAIT_S) * 1000))).encode()
+        c = self._client()
+        try:
+            c.sock.sendall(_pack(WAIT, [ms] + [self._k(k) for k in keys]))
+        except OSError as e:
+            self._lost(c, e)
+            raise ConnectionResetError("the watch was lost with its connection") from e
+
+    def answer(self, timeout_s: float) -> int | None | bool:
+        """The answer to this thread's ``watch``: the index of the key that exists, None at
+        its timeout, False when none came within ``timeout_s`` (still pending). Raises
+        ``ConnectionResetError`` when the watch was lost (the leader changed: watch again)."""
+        c = getattr(self._local, "client", None)
+        if c is None or (self._link is not None and c.gen != self._link.gen):
+            self._client()
+            raise ConnectionResetError("the watch was lost with its connection")
+        try:
+            poll = select.poll()  # not select(): no FD_SETSIZE limit
+            poll.register(c.sock, select.POLLIN)
+            if not poll.poll(max(0.0, timeout_s) * 1000):
+                return False
+            (n,) = _LEN.unpack(c._exactly(4))
+            status, f = _unpack(c._exactly(n))
+        except (OSError, ValueError) as e:
+            self._lost(c, e)
+            raise ConnectionResetError("the watch was lost with its connection") from e
+        return int(f[0]) if status == OK else None
+
+    def beat(self, key) -> None:
+        """Add 1 to ``key`` without waiting for a reply: a heartbeat (NOTE [heartbeats off
+        the request queue]). Use a connection (a thread) that sends nothing else: the
+        server answers nothing on it, so a reply read would wait forever."""
+        self._call(BEAT, [self._k(key)])
+
 
 class LocalStore(AuthStore):
     """The coordinator's own view of its ``KV``: the same API, no socket."""
@@ -520,6 +612,8 @@ class LocalStore(AuthStore):
         return LocalStore(self._kv, self._timeout_s, prefix)
 
     def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
+        if op == BEAT:
+            return self._kv.apply(ADD, [fields[0], b"1"])
         return self._kv.apply(op, fields)
 
     def wait_any(self, keys, timeout_s: float) -> int | None:

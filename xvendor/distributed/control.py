@@ -122,6 +122,7 @@ class Control:
     def __init__(self, store: dist.Store, incarnation: int | None = None):
         self.store = store
         self.incarnation = incarnation  # stamped on every epoch record this view proposes
+        self.watch = None  # a member's Heartbeat: abort flags without a request
         self._dead: dict[int, str] = {}
         self._dead_seen = 0
         self._left: set[int] = set()
@@ -129,6 +130,10 @@ class Control:
 
     # -- plain reads -------------------------------------------------------------------
     def get(self, key: str) -> str | None:
+        fn = getattr(self.store, "try_get", None)  # the coordinator's store: one request
+        if fn is not None:
+            raw = fn(key)
+            return raw.decode() if raw is not None else None
         return self.store.get(key).decode() if self.store.check([key]) else None
 
     def new_id(self) -> int:
@@ -176,6 +181,10 @@ class Control:
         self.store.compare_set(key_abort(e), "", reason)
 
     def aborted(self, e: int) -> bool:
+        if self.watch is not None:  # NOTE [the abort watch] in Heartbeat
+            seen = self.watch.aborted(e)
+            if seen is not None:
+                return seen
         return self.store.check([key_abort(e)])
 
     # -- deaths ------------------------------------------------------------------------
@@ -192,13 +201,19 @@ class Control:
         """All death notices so far, {id: reason} (incremental: new ones only are fetched)."""
         n = int(self.store.add(KEY_DEAD_SEQ, 0))
         while self._dead_seen < n:
-            key = f"{ROOT}deadlist/{self._dead_seen}"
-            if not self.store.check([key]):  # the poster is between add() and set()
+            raw = self.get(f"{ROOT}deadlist/{self._dead_seen}")
+            if raw is None:  # the poster is between add() and set()
                 break
-            member = int(self.store.get(key))
+            member = int(raw)
             self._dead[member] = self.store.get(key_dead(member)).decode()
             self._dead_seen += 1
         return dict(self._dead)
+
+    def news_keys(self) -> list[str]:
+        """The keys of the next death notice and the next clean departure this view has not
+        read yet: a wait on them ends when there is news (NOTE [waits on news] in
+        membership)."""
+        return [f"{ROOT}deadlist/{self._dead_seen}", f"{ROOT}leftlist/{self._left_seen}"]
 
     def is_dead(self, member: int) -> bool:
         return self.store.check([key_dead(member)])
@@ -215,10 +230,10 @@ class Control:
         when nobody new left, instead of one per member (NOTE [scale] in membership)."""
         n = int(self.store.add(KEY_LEFT_SEQ, 0))
         while self._left_seen < n:
-            key = f"{ROOT}leftlist/{self._left_seen}"
-            if not self.store.check([key]):  # the poster is between add() and set()
+            raw = self.get(f"{ROOT}leftlist/{self._left_seen}")
+            if raw is None:  # the poster is between add() and set()
                 break
-            self._left.add(int(self.store.get(key)))
+            self._left.add(int(raw))
             self._left_seen += 1
         return set(self._left)
 
@@ -272,24 +287,71 @@ def sliced_wait(work, ctl: Control, epoch: int, member: int, timing: Timing,
 
 class Heartbeat:
     """A daemon thread bumping ``xv/hb/<id>`` on its own store client (a blocked main-thread
-    store call must not stall it). A SIGSTOPped process stops it too: that is the point."""
+    store call must not stall it). A SIGSTOPped process stops it too: that is the point.
+
+    NOTE [the abort watch]: on the coordinator's store the same thread also keeps one
+    server-side wait (``AuthStore.watch``) on the abort flag of the epoch its member last
+    asked about, and on that epoch's successor record; ``aborted`` answers from it without a
+    request. A member in a collective read the flag every ``slice_s`` (20 ms): 50 requests
+    a second per member, 500,000 at 10,000 members, for a flag that is set once. The wait
+    lasts up to ``authstore.MAX_WAIT_S`` and the beats go out meanwhile (they have no reply,
+    so the wait's answer is the only thing the connection reads)."""
 
     def __init__(self, store: dist.Store, member: int, interval_s: float):
         self.member, self.interval_s = member, interval_s
         self._store = store
         self._store.set(key_pid(member), str(os.getpid()))
         self._store.add(key_hb(member), 1)
+        # the coordinator's store takes a beat without a reply (NOTE [heartbeats off the
+        # request queue] in authstore); the agent's TCPStore an ordinary add
+        beat = getattr(store, "beat", None)
+        self._beat = beat if beat is not None else (lambda key: store.add(key, 1))
+        self._watching = hasattr(store, "watch")
+        self._want = self._armed = None  # the epoch asked about; the one watched now
+        self._aborted: set[int] = set()  # epochs the watch saw aborted
+        self._passed: set[int] = set()   # epochs whose successor exists: watched no more
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"xv-heartbeat-{member}",
                                         daemon=True)
         self._thread.start()
 
+    def aborted(self, e: int) -> bool | None:
+        """Epoch ``e``'s abort flag as the watch saw it, or None when ``e`` is not watched
+        (ask the store; the watch moves to ``e`` within one beat interval)."""
+        if e in self._aborted:
+            return True
+        if self._armed == e and not self._stop.is_set():
+            return False
+        self._want = e
+        return None
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        key, pending = key_hb(self.member), None
+        next_beat = time.monotonic() + self.interval_s
+        while not self._stop.is_set():
             try:
-                self._store.add(key_hb(self.member), 1)
+                e = self._want
+                if pending is None and self._watching and e is not None \
+                        and e not in self._aborted and e not in self._passed:
+                    self._armed = pending = e  # before the request: an abort is never missed
+                    self._store.watch([key_abort(e), key_epoch(e + 1)], 10.0)
+                left = next_beat - time.monotonic()
+                if pending is not None:
+                    got = self._store.answer(left)
+                    if got is not False:  # answered (its timeout: None): watch again
+                        if got is not None:
+                            (self._aborted if got == 0 else self._passed).add(pending)
+                        self._armed = pending = None
+                elif self._stop.wait(max(0.0, left)):
+                    break
+                if time.monotonic() >= next_beat:
+                    self._beat(key)
+                    next_beat = time.monotonic() + self.interval_s
+            except ConnectionResetError:  # followed a new leader: the watch starts again
+                self._armed = pending = None
             except Exception:  # the store is gone: the job is over
-                return
+                break
+        self._armed = None  # nothing watched any more: ``aborted`` asks the store
 
     def stop(self) -> None:
         self._stop.set()

@@ -161,7 +161,8 @@ class Coordinator:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
-                                                           incarnation=self.incarnation))
+                                                           incarnation=self.incarnation,
+                                                           clock=self.store.caught_up))
             # NOTE [replicated state]: with ``--store etcd://`` a new leader finds the lane's
             # epochs and verdicts already in the store (etcdstore); none in memory
             if ctl.record(0) is not None:
@@ -202,6 +203,8 @@ class Coordinator:
                         lane.verdicts.check_heartbeats(now)
                         lane.verdicts.abort_epochs_with_dead()
                 self.roster.settle(self.lanes, self.lane, self._log)
+                for lane in list(self.lanes.values()):  # NOTE [the observer proposes the
+                    lane.verdicts.propose_survivors()     # shrink] in verdicts
         finally:
             self._serving = False
             if self._closed:

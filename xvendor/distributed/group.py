@@ -95,6 +95,7 @@ class ResilientGroup:
         self.stats = {"max_call_s": 0.0, "recoveries": [], "epochs": [], "dumps": []}
         self._dumped: set[int] = set()
         self._heartbeat = cp.Heartbeat(self._connect(), member, timing.hb_interval_s)
+        self.ctl.watch = self._heartbeat  # NOTE [the abort watch] in control
 
     def _connect(self):
         token = self.link.args["token"] if self.link is not None else None

@@ -80,18 +80,34 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     once, computes the plan and posts it (``plan/<e>``, first proposal wins); the others
     poll that one small key. The count is a hint only (a request repeated on a new leading
     replica may add twice): the keys decide, whoever sees a count of ``n`` or more may
-    decide, and after a second every member reads the count and may (the decider died).
+    decide, and after ``hb_timeout_s`` every member reads the count and may (NOTE [late
+    deciders]).
     On the coordinator's store the others do not poll but wait on the server for the plan
-    key or the abort flag (``Control.wait_any``)."""
+    key or the abort flag (``Control.wait_any``).
+
+    NOTE [late deciders]: that fallback used to start after one second. A decider that
+    died aborts the epoch (its death notice does, within ``hb_timeout_s``), so waiting that
+    long loses nothing; but under a slow store a second passed often, and then every member
+    checked and read all ``n`` flags on every wake-up: O(n^2) store work exactly when the
+    store was already behind (the steps of 1,000 simulated members on a loaded machine,
+    bench/sim_members.py). The same holds for the votes (``stepguard.verdict``).
+
+    NOTE [waits on news]: the wait used to end every 0.5 s so that a member that left
+    cleanly (which aborts nothing) was seen; each wake-up cost a waiting member four
+    requests (plan, abort flag, death and left lists), 8 a second for as long as the
+    formation took: 30 control requests per survivor to form one shrink of 3,000 simulated
+    members, most of them these. The wait now includes the keys of the next death and
+    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s."""
     n, store = len(members), rg.ctl.store
     keys = [cp.key_ready(e, m) for m in members]
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
     plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
     while True:
-        if store.check([plan_key]):
-            return decode_plan(store.get(plan_key).decode(), n)
-        late = time.monotonic() - began > 1.0
+        raw = rg.ctl.get(plan_key)
+        if raw is not None:
+            return decode_plan(raw, n)
+        late = time.monotonic() - began > rg.timing.hb_timeout_s  # NOTE [late deciders]
         if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
                 and store.check(keys):
             src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
@@ -105,9 +121,10 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
             if gone or time.monotonic() - t0 > rg.timing.join_timeout_s:
                 rg.ctl.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
-        # the plan or an abort wakes this at once (a death aborts the epoch); a member that
-        # left cleanly is seen within the wait
-        waited = rg.ctl.wait_any([plan_key, abort_key], 0.5, rg.timing.slice_s / 4)
+        # the plan, an abort, the next death or departure notice wake this at once (NOTE
+        # [waits on news]); the timeout only bounds the join-timeout check
+        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys()], 5.0,
+                                 rg.timing.slice_s / 4)
 
 
 def encode_plan(src: int | None, needers: list[int], n: int) -> str:

@@ -45,8 +45,9 @@ from .control import EpochAborted, Excluded
 # member adds 1 to the vote count (``voten``) after its vote; the one whose addition reaches
 # ``n`` (the last to vote) checks and reads the votes and posts the verdict, the others poll
 # the verdict key and the abort flag. The count is a hint only (a request repeated on a new
-# leading replica may add twice): the keys decide, and after a second every member reads the
-# count and may decide (the last voter died before posting). On the coordinator's store the
+# leading replica may add twice): the keys decide, and after ``hb_timeout_s`` every member
+# reads the count and may decide (the last voter died before posting: NOTE [late deciders]
+# in membership). On the coordinator's store the
 # others wait on the server for the verdict or the abort flag (``Control.wait_any``) instead
 # of polling. A member voting at step ``s`` deletes its own vote of
 # ``s - 2``: a member votes at ``s - 1`` only after its verdict on ``s - 2``, and this member
@@ -66,9 +67,10 @@ def verdict(rg, ok: bool) -> bool:
     key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in rg.members]
     t0 = time.monotonic()
     while True:
-        if ctl.store.check([key]):
-            return ctl.store.get(key).decode() == "commit"
-        late = time.monotonic() - t0 > 1.0
+        got = ctl.get(key)
+        if got is not None:
+            return got == "commit"
+        late = time.monotonic() - t0 > rg.timing.hb_timeout_s  # NOTE [late deciders]
         if (mine >= len(votes) or (late and int(ctl.store.add(
                 cp.key_vote_count(e, s), 0)) >= len(votes))) and ctl.store.check(votes):
             want = "commit" if all(v == b"1" for v in ctl.store.multi_get(votes)) else "redo"

@@ -16,14 +16,18 @@ class Verdicts:
     """One control-plane namespace's view of who failed, and why."""
 
     def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None,
-                 lane: int = 0, incarnation: int | None = None):
+                 lane: int = 0, incarnation: int | None = None, clock=None):
         self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
+        # the clock silence is measured on: the observer's by default; the coordinator's
+        # store's (``StoreServer.caught_up``: NOTE [heartbeats off the request queue])
+        self.clock = clock
         self.incarnation = incarnation  # the coordinator's (None: xvendor run's agent)
         self.deaths: dict[int, str] = {}
         self.death_times: dict[int, float] = {}
         self._hb: dict[int, tuple[int, float]] = {}  # member -> (counter, silent s)
         self._members: dict[int, list[int]] = {}  # epoch -> members (records: written once)
         self._last_scan = 0.0
+        self._shrink_due = False  # a death was declared since the last proposal
 
     def known_ids(self) -> int:
         return int(self.ctl.store.add(cp.KEY_NEXT_ID, 0))
@@ -42,8 +46,13 @@ class Verdicts:
         was then declared dead, and death is final, so epoch 0 never formed. With the
         credit cap a silent member needs several scans to be judged, and a scan only
         starts once the previous one finished, so a stall costs at most one capped credit.
-        Detection of a real hang is unchanged while scans run at their usual cadence."""
+        Detection of a real hang is unchanged while scans run at their usual cadence.
+        With ``clock`` (the coordinator's store's) silence is also credited only for time the
+        store kept up with its input (NOTE [heartbeats off the request queue] in authstore):
+        a beat queued behind a burst of control requests is not a silent member."""
         began = time.monotonic()
+        if self.clock is not None:  # silence counts only while the store kept up
+            now = self.clock()
         cap = self.timing.hb_timeout_s / 4
         step = min(max(0.0, now - self._last_scan), cap) if self._last_scan else 0.0
         left = self.ctl.left()  # NOTE [scale]: one request, not one per member
@@ -61,7 +70,9 @@ class Verdicts:
             self._hb[m] = (v, silent)
             if silent > self.timing.hb_timeout_s and not self.ctl.store.check([cp.key_left(m)]):
                 self.declare(m, f"heartbeat stale for {silent:.2f} s (hung or stopped)")
-        self._last_scan = now + (time.monotonic() - began)  # when this scan ended
+        # when this scan ended
+        self._last_scan = self.clock() if self.clock is not None else \
+            now + (time.monotonic() - began)
 
     def declare(self, member: int, reason: str) -> None:
         if member in self.deaths:
@@ -70,11 +81,41 @@ class Verdicts:
         self.death_times[member] = time.monotonic()
         self.ctl.declare_dead(member, reason)
         self.abort_epochs_with_dead()
+        self._shrink_due = True  # proposed by ``propose_survivors``, once per batch
         if self.fr_dir:
             e = self.ctl.latest_epoch()
             write_agent_dump(self.fr_dir, self.deaths,
                              {k: self.ctl.record(k) for k in range(max(0, e - 3), e + 1)},
                              lane=self.lane, incarnation=self.incarnation)
+
+    def propose_survivors(self) -> None:
+        """After deaths were declared: propose the epoch after the latest one, of its
+        members less every death and departure known here (first proposal wins,
+        ``Control.propose``), if it lists one of the dead. Called by the observer's loop
+        once per pass, so deaths seen together (two processes killed at once) make one
+        new epoch, not one each.
+
+        NOTE [the observer proposes the shrink]: the observer knows of a death first; each
+        survivor used to learn it from the death list, wait for its own verdict and propose
+        the same record, some 25 sequential store requests per survivor (25,000 at 1,000
+        members: 2.7-3.8 s on one store thread, bench/sim_members.py). Proposed here, the
+        survivors find the next epoch on their first look (``membership.converge``) and go
+        straight to forming it. A member's own proposal stays for what only members see
+        (a collective error, a silent peer within the call bound)."""
+        if not self._shrink_due:
+            return
+        self._shrink_due = False
+        latest = self.ctl.latest_epoch()
+        rec = self.ctl.record(latest)
+        if rec is None or not any(m in self.deaths for m in rec.get("members", [])):
+            return
+        left = self.ctl.left()
+        gone = sorted(m for m in rec["members"] if m in self.deaths or m in left)
+        survivors = [m for m in rec["members"] if m not in self.deaths and m not in left]
+        if survivors:
+            self.ctl.propose(latest + 1, {"members": survivors, "joins": rec.get("joins", 0),
+                                          "why": f"shrink after epoch {latest}: {gone} "
+                                                 f"(proposed by the observer)"})
 
     def abort_epochs_with_dead(self) -> None:
         if not self.deaths:
