@@ -9,7 +9,8 @@ scaled_mm) and a table of shapes (MoE 2Dx3D with 8, 64, 128 experts and empty gr
 decode-sized M, the 2Dx2D weight gradient, 3Dx2D, norms of 2k-8k hidden, router and
 sampling top-k, FP8 RowWise/TensorWise), the two calls are timed in pairs of samples, each
 sample a run of back-to-back calls lasting ~20 ms after warm-up (training rows: forward
-and backward with the inputs requiring gradients, as in an MoE training step), on a synchronized device,
+and backward with the inputs requiring gradients, as in an MoE training step), on a
+synchronized device,
 three samples per round (ours, torch, torch once more) in an order that rotates through
 all six, so a drift of a shared machine or a penalty for a position hits all alike. The
 ratio of a row is the median over rounds of torch's time / ours within the round (>= 1:
@@ -137,12 +138,14 @@ def _training_rows(r, name, dtype, device):
     for experts, tokens in ((8, 2048), (64, 16)):
         counts = _moe_counts(tokens, experts, experts)
         m = sum(counts)
-        x, w, offs = r(m, 256, dtype=dtype), r(experts, 256, 128, dtype=dtype), _offs(counts, device)
-        g = r(m, 128, dtype=dtype)
+        x, w = r(m, 256, dtype=dtype), r(experts, 256, 128, dtype=dtype)
+        offs, g = _offs(counts, device), r(m, 128, dtype=dtype)
         ours, theirs = leaves(x, w), leaves(x, w)
         out.append(("grouped_mm", f"{name} fwd+bwd 2Dx3D E={experts} M={m} K=256 N=128",
-                    lambda l=ours, o=offs, g=g: _step(lambda a, b: xvendor.grouped_mm(a, b, o), l, g),
-                    lambda l=theirs, o=offs, g=g: _step(lambda a, b: F.grouped_mm(a, b, offs=o), l, g)))
+                    lambda l=ours, o=offs, g=g: _step(
+                        lambda a, b: xvendor.grouped_mm(a, b, o), l, g),
+                    lambda l=theirs, o=offs, g=g: _step(
+                        lambda a, b: F.grouped_mm(a, b, offs=o), l, g)))
     a, b, g = r(512, 1024, dtype=dtype), r(1024, 512, dtype=dtype), r(512, 512, dtype=dtype)
     ours, theirs = leaves(a, b), leaves(a, b)
     out.append(("gemm", f"{name} fwd+bwd 512x1024x512",
@@ -152,7 +155,8 @@ def _training_rows(r, name, dtype, device):
     ours, theirs = leaves(x, wt), leaves(x, wt)
     out.append(("rms_norm", f"{name} fwd+bwd 256x2048",
                 lambda l=ours, g=g: _step(lambda a, b: xvendor.rms_norm(a, b, 1e-6), l, g),
-                lambda l=theirs, g=g: _step(lambda a, b: F.rms_norm(a, (2048,), b, 1e-6), l, g)))
+                lambda l=theirs, g=g: _step(
+                    lambda a, b: F.rms_norm(a, (2048,), b, 1e-6), l, g)))
     return out
 
 

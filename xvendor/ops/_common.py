@@ -33,7 +33,8 @@ import torch.compiler
 from .. import registry, shapes
 
 __all__ = ["ArgumentError", "Case", "OpSpec", "SPECS", "define", "eager_autograd",
-           "fast_path_open", "set_fast_path", "check_float", "check_same_device", "traced_torch", "traced"]
+           "fast_path_open", "set_fast_path", "check_float", "check_same_device",
+           "traced_torch", "traced"]
 
 
 class ArgumentError(ValueError):

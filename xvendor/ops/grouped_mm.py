@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher
-from ._common import (ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
+from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_group_ends, check_out_dtype, check_same_device, check_tensor,
                       define, eager_autograd, fast_path_open, needs_grad, traced_torch, traced)
 
@@ -39,6 +39,15 @@ problem = shapes.grouped_problem
 def check(a, b, offs=None, bias=None, out_dtype=None) -> shapes.GroupedProblem:
     """Metadata rules (no data reads; the fake implementation runs these too); the call's
     ``GroupedProblem``, which the backends, the gate and the fake build from."""
+    try:  # the common ragged call in one expression: a positive filter (NOTE [floor overhead])
+        if bias is None and out_dtype is None and offs is not None \
+                and a.dtype in FAST_DTYPES and b.dtype is a.dtype and offs.dtype is _I32 \
+                and offs.ndim == 1 and a.shape[-1] == b.shape[-2] \
+                and a.device == b.device == offs.device \
+                and offs.shape[0] == _GROUPS_OF[(a.ndim, b.ndim)](a, b, offs):
+            return problem(a, b, offs)
+    except (AttributeError, KeyError, IndexError, TypeError):
+        pass  # not tensors, other ranks: the rules below name what is wrong
     check_tensor(OP, "a", a)
     check_tensor(OP, "b", b)
     for name, t in (("a", a), ("b", b)):
@@ -65,6 +74,12 @@ def check(a, b, offs=None, bias=None, out_dtype=None) -> shapes.GroupedProblem:
     p = problem(a, b, offs)
     check_bias(OP, bias, p.bias_shape, a.dtype, out_dtype, a, p.bias_rule)
     return p
+
+
+_I32 = torch.int32
+# (a.ndim, b.ndim) -> the length offs must have (2Dx2D: any but 0; no 3Dx3D: offs is None)
+_GROUPS_OF = {(2, 3): lambda a, b, offs: b.shape[0], (3, 2): lambda a, b, offs: a.shape[0],
+              (2, 2): lambda a, b, offs: offs.shape[0] or -1}
 
 
 def _check_offs_meta(a, b, offs, layout) -> None:
