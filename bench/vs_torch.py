@@ -217,6 +217,7 @@ def main(argv=None) -> int:
     for op, label, ours, theirs in rows(args.device):
         if only and op not in only and op != "control":
             continue
+        seen = len(xvendor.registry.fallbacks())
         same = _same(ours(), theirs())  # also the warm-up
         for _ in range(2):
             ours(), theirs()
@@ -237,8 +238,12 @@ def main(argv=None) -> int:
         aa = statistics.median(noise)
         if op != "control":
             ratios.append(ratio)
+        dtype = F32 if label.startswith("fp32") else BF16
         backend = ("torch" if op == "control" else
-                   xvendor.registry.decide(op, torch.device(args.device), BF16).backend)
+                   xvendor.registry.decide(op, torch.device(args.device), dtype).backend)
+        fell = xvendor.registry.fallbacks()[seen:]  # a backend that failed during the row
+        if fell:
+            backend = f"[red]{fell[0].backend} failed -> {fell[-1].to}[/red]"
         style = "green" if ratio >= 0.95 else "red"
         table.add_row(op, label, backend, f"{mo * 1e3:.3f}", f"{mt * 1e3:.3f}",
                       f"[{style}]{ratio:.2f}x[/{style}]", f"{aa:.2f}x",
