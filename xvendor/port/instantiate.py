@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from . import references
 from .parse import node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
@@ -43,7 +44,9 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             args += rest
         if args and len(args) == len(names) and args not in out:
             out.append(args)
-    for launch in unit.launches:
+    # launch sites, then places that name the kernel without launching it (a function
+    # pointer passed to a launch helper: NOTE [templates named as values])
+    for launch in unit.launches + references.kernel_references(unit, fn.name):
         if launch.kernel != fn.name:
             continue
         if launch.template_args is not None:
@@ -249,22 +252,34 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
                 env[t] = host.template_defaults[t]
         if len(env) < len(own):
             continue
-        mentions = [t for t in (x for _, x in caller.template_params)
-                    if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
-        outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
-        dispatch = _dispatch_types_at(unit, call)
-        for o in outer:
-            for alias, types in (dispatch.items() or [(None, [None])]):
-                for t in types:
-                    e = {k: _subst(v, o) for k, v in env.items()}
-                    if alias:
-                        e = {k: re.sub(rf"\b{alias}\b", t, v) for k, v in e.items()}
-                    if e not in out:
-                        out.append(e)
+        _add_through_caller(unit, host, caller, call, env, depth, stack, out)
         if len(out) >= MAX_ENVS:
             break
+    # named as a value (a function pointer returned or stored): NOTE [templates named as values]
+    for caller, env in references.value_bindings(unit, host):
+        if len(out) >= MAX_ENVS:
+            break
+        _add_through_caller(unit, host, caller, None, env, depth, stack, out)
     memo[(id(host), depth)] = out[:MAX_ENVS]
     return memo[(id(host), depth)]
+
+
+def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> None:
+    """Add binding ``env`` of ``host`` found in ``caller`` to ``out``, once per binding of
+    the caller's own template parameters it mentions and per type of an enclosing
+    AT_DISPATCH (``call``: the call node, None for a reference outside a call)."""
+    tparams = [x for _, x in caller.template_params] if caller is not None else []
+    mentions = [t for t in tparams if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
+    outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
+    dispatch = _dispatch_types_at(unit, call) if call is not None else {}
+    for o in outer:
+        for alias, types in (dispatch.items() or [(None, [None])]):
+            for t in types:
+                e = {k: _subst(v, o) for k, v in env.items()}
+                if alias:
+                    e = {k: re.sub(rf"\b{alias}\b", t, v) for k, v in e.items()}
+                if e not in out:
+                    out.append(e)
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]

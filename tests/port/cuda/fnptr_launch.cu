@@ -1,0 +1,62 @@
+// Kernel templates reached only through function pointers: passed to a launch helper,
+// taken by address and launched through the pointer, and host templates returned from a
+// dispatch function whose return type is a function-pointer alias (no call site names
+// their template arguments).
+#include <cuda_runtime.h>
+
+template <typename Kernel, typename... Args>
+static void launch_with(Kernel kernel, const dim3 grid, const dim3 block, cudaStream_t stream, Args... args) {
+    kernel<<<grid, block, 0, stream>>>(args...);
+}
+
+template <typename T, int op>
+__global__ void apply(const T * x, T * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = op == 0 ? x[i] * T(2) : x[i] + T(1);
+    }
+}
+
+template <typename T>
+static void apply_cuda(const T * x, T * y, const int n, const int op, cudaStream_t stream) {
+    const int nb = (n + 63) / 64;
+    if (op == 0) {
+        launch_with(apply<T, 0>, nb, 64, stream, x, y, n);
+    } else {
+        auto kernel = &apply<T, 1>;
+        kernel<<<nb, 64, 0, stream>>>(x, y, n);
+    }
+}
+
+void apply_f32(const float * x, float * y, int n, int op, cudaStream_t s) { apply_cuda(x, y, n, op, s); }
+
+template <typename T>
+using widen_cuda_t = void (*)(const float * x, T * y, int n, cudaStream_t stream);
+typedef widen_cuda_t<double> to_f64_cuda_t;
+typedef void (*to_f32_cuda_t)(const float * x, float * y, int n, cudaStream_t stream);
+
+template <typename dst_t>
+__global__ void widen(const float * x, dst_t * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = dst_t(x[i]) * dst_t(3);
+    }
+}
+
+template <typename dst_t>
+static void widen_cuda(const float * x, dst_t * y, const int n, cudaStream_t stream) {
+    widen<<<(n + 63) / 64, 64, 0, stream>>>(x, y, n);
+}
+
+to_f64_cuda_t get_to_f64(int kind) {
+    switch (kind) {
+        case 0:
+            return widen_cuda;
+        default:
+            return nullptr;
+    }
+}
+
+to_f32_cuda_t get_to_f32(int kind) {
+    return kind == 0 ? widen_cuda : nullptr;
+}

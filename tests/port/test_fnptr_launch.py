@@ -1,0 +1,51 @@
+"""tests/port/cuda/fnptr_launch.cu: kernel templates reached only through function pointers
+(passed to a launch helper, taken by address, host launchers returned as pointers of an
+alias type) are instantiated from what names them, and those instantiations run. Numerics
+against torch references, outputs poisoned first."""
+
+import pytest
+import torch
+
+from xvendor.port import build
+
+from .conftest import CUDA
+
+SRC = CUDA / "fnptr_launch.cu"
+
+
+@pytest.mark.l0
+def test_kernel_passed_or_taken_by_address_is_instantiated():
+    rep = build.translate_file(SRC).report("apply")
+    assert rep.status == "ok"
+    assert sorted(i.args for i in rep.instantiations) == [["float", "0"], ["float", "1"]]
+
+
+@pytest.mark.l0
+def test_host_template_returned_as_pointer_binds_from_the_alias():
+    # to_f64_cuda_t (an alias template's instance) and to_f32_cuda_t (a pointer typedef)
+    rep = build.translate_file(SRC).report("widen")
+    assert rep.status == "ok"
+    assert sorted(i.args for i in rep.instantiations) == [["double"], ["float"]]
+
+
+@pytest.mark.l1
+@pytest.mark.parametrize("op", [0, 1])
+def test_pointer_instantiations_run(cuda_module, op):
+    m = cuda_module("fnptr_launch")
+    n = 200
+    x = torch.randn(n, generator=torch.Generator().manual_seed(op))
+    y = torch.full((n,), float("nan"))
+    m[f"apply<float, {op}>"][(n + 63) // 64, 64](x, y, n)
+    torch.testing.assert_close(y, x * 2 if op == 0 else x + 1)
+
+
+@pytest.mark.l1
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_widen_instantiations_run(cuda_module, dtype):
+    m = cuda_module("fnptr_launch")
+    n = 130
+    x = torch.randn(n, generator=torch.Generator().manual_seed(5))
+    y = torch.full((n,), float("nan"), dtype=dtype)
+    name = "float" if dtype == torch.float32 else "double"
+    m[f"widen<{name}>"][(n + 63) // 64, 64](x, y, n)
+    torch.testing.assert_close(y, x.to(dtype) * 3)
