@@ -136,7 +136,11 @@ def declarations(unit: Unit) -> list:
                     inits.append(d.type == "init_declarator")
             written = any(re.search(rb"cudaMemcpyToSymbol(Async)?\s*\(\s*" + re.escape(nm.encode()) + rb"\b",
                                     unit.source) for nm in names)
-            const = "__constant__" in quals and bool(inits) and all(inits) and not written
+            # a __device__ variable declared const (or constexpr) is as read-only as a
+            # __constant__ one: a plain const global (``__device__ const float a = -0.75f;``)
+            declared_const = any(c.type == "type_qualifier" and node_text(unit.source, c) in ("const", "constexpr")
+                                 for c in n.children)
+            const = ("__constant__" in quals or declared_const) and bool(inits) and all(inits) and not written
             cached.append((n, quals, names, const))
     unit.__dict__["_xv_symbols"] = cached
     return cached
@@ -149,7 +153,7 @@ def constant_edits(unit: Unit) -> list:
         if not const:
             continue
         text = node_text(unit.source, n)
-        text = re.sub(r"\b__constant__\b", "", text).strip()
+        text = re.sub(r"\b(__constant__|__device__)\b", "", text).strip()
         if not re.search(r"\b(const|constexpr)\b", text.split("=")[0]):
             text = "const " + text
         edits.append((n.start_byte, n.end_byte, text))

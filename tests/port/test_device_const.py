@@ -1,0 +1,30 @@
+"""tests/port/cuda/device_const.cu: ``__device__ const`` globals with initializers are read
+by kernels as plain const globals (they were refused as symbols the host must set), and the
+kernel reading them computes what the CUDA code does."""
+
+import pytest
+import torch
+
+from xvendor.port import build
+
+from .conftest import CUDA
+
+
+@pytest.mark.l0
+def test_device_const_global_is_not_refused():
+    t = build.translate_file(CUDA / "device_const.cu")
+    assert t.report("cubic_weight").status == "ok", t.report("cubic_weight").reason
+    assert "__device__ const float a" not in t.source
+
+
+@pytest.mark.l1
+def test_device_const_global_reads(cuda_module):
+    m = cuda_module("device_const")
+    n = 100
+    x = torch.rand(n, generator=torch.Generator().manual_seed(11))
+    y = torch.full((n,), float("nan"))
+    m.cubic_weight[(n + 31) // 32, 32](x, y, n)
+    a = -0.75
+    ref = ((a + 2) * x.double() - (a + 3)) * x.double() ** 2 + 1
+    ref = ref * torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64).repeat(n // 3 + 1)[:n]
+    torch.testing.assert_close(y, ref.float())
