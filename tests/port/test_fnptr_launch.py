@@ -49,3 +49,22 @@ def test_widen_instantiations_run(cuda_module, dtype):
     name = "float" if dtype == torch.float32 else "double"
     m[f"widen<{name}>"][(n + 63) // 64, 64](x, y, n)
     torch.testing.assert_close(y, x.to(dtype) * 3)
+
+
+@pytest.mark.l0
+def test_commented_template_arguments_and_pointer_arithmetic():
+    t = build.translate_file(SRC)
+    assert [i.args for i in t.report("shift").instantiations] == [["true"]]
+    assert [i.args for i in t.report("halve").instantiations] == [["double"]]
+
+
+@pytest.mark.l1
+def test_shift_and_halve_run(cuda_module):
+    m = cuda_module("fnptr_launch")
+    n = 77
+    x = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    y = torch.full((n,), float("nan"), dtype=torch.float64)
+    m["shift<true>"][(n + 63) // 64, 64](x, y, n)
+    torch.testing.assert_close(y, 1.0 - x)
+    m["halve<double>"][(n + 63) // 64, 64](x, y, n)
+    torch.testing.assert_close(y, x / 2)

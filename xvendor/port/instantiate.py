@@ -243,8 +243,11 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
         for p, a in zip(host.params, args):
             if p.base in own and p.base not in env:
                 a = a.strip().lstrip("&").strip()
+                ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
                 if re.fullmatch(r"\w+", a) and decl.get(a):
                     env[p.base] = decl[a]
+                elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
+                    env[p.base] = decl[ptr.group(1)]
                 elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
                     env[p.base] = _bound_by_cast(p, a)
         for t in own:

@@ -53,7 +53,9 @@ def walk(node):
 
 
 def split_template_args(text: str) -> list[str]:
-    """``"float, Pair<int, 2>, 128"`` -> ``["float", "Pair<int, 2>", "128"]``."""
+    """``"float, Pair<int, 2>, 128"`` -> ``["float", "Pair<int, 2>", "128"]``; comments
+    dropped (``k</*norm=*/true>`` is ``k<true>``)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
     out, depth, cur = [], 0, ""
     for ch in text:
         if ch in "<([":

@@ -60,3 +60,33 @@ to_f64_cuda_t get_to_f64(int kind) {
 to_f32_cuda_t get_to_f32(int kind) {
     return kind == 0 ? widen_cuda : nullptr;
 }
+
+// a comment inside the template arguments, and a host template called with pointer
+// arithmetic (x + r * n has x's type)
+template <bool negate>
+__global__ void shift(const double * x, double * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = negate ? 1.0 - x[i] : x[i] - 1.0;
+    }
+}
+
+template <typename T>
+__global__ void halve(const T * x, T * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = x[i] / T(2);
+    }
+}
+
+template <typename T>
+static void halve_cuda(const T * x, T * y, const int n, cudaStream_t stream) {
+    halve<<<(n + 63) / 64, 64, 0, stream>>>(x, y, n);
+}
+
+void rows_f64(const double * x, double * y, int rows, int n, cudaStream_t s) {
+    for (int r = 0; r < rows; ++r) {
+        launch_with(shift</*negate=*/true>, (n + 63) / 64, 64, s, x + r * n, y + r * n, n);
+        halve_cuda(x + r * n, y + r * n, n, s);
+    }
+}
