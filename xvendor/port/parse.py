@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import branches
+
 __all__ = ["Param", "Function", "Launch", "Unit", "parse_file", "parse_source", "ParseError",
            "node_text", "walk", "split_template_args"]
 
@@ -229,7 +231,9 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         src = src.encode()
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
-    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extern_c_guards(src)))
+    src = _blank_extern_c_guards(src)
+    src = branches.resolve_split_branches(src)  # NOTE [split braces]
+    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(src))
     tree, opaque = _contain_errors(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
