@@ -68,3 +68,18 @@ def test_shift_and_halve_run(cuda_module):
     torch.testing.assert_close(y, 1.0 - x)
     m["halve<double>"][(n + 63) // 64, 64](x, y, n)
     torch.testing.assert_close(y, x / 2)
+
+
+@pytest.mark.l0
+def test_local_type_alias_in_template_arguments():
+    rep = build.translate_file(SRC).report("fill_value")
+    assert [i.args for i in rep.instantiations] == [["Fill<7>"]]
+
+
+@pytest.mark.l1
+def test_local_alias_instantiation_runs(cuda_module):
+    m = cuda_module("fnptr_launch")
+    n = 70
+    y = torch.full((n,), -1, dtype=torch.int32)
+    m["fill_value<Fill<7>>"][(n + 63) // 64, 64](y, n)
+    assert torch.equal(y, torch.arange(n, dtype=torch.int32) + 7)

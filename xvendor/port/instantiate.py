@@ -340,6 +340,9 @@ def _local_constants(unit, launch) -> list:
             for c in p.named_children:
                 if c.start_byte >= n.start_byte:
                     break
+                if c.type in ("alias_declaration", "type_definition"):  # using K = Traits<4, T>;
+                    values.update((k, v) for k, v in _local_alias(unit, c).items() if k not in values)
+                    continue
                 if c.type != "declaration" or not re.search(
                         r"\b(const|constexpr)\b", node_text(unit.source, c).split("=")[0]):
                     continue
@@ -350,12 +353,30 @@ def _local_constants(unit, launch) -> list:
         n = p
     args = list(launch.template_args)
     for _ in range(4):
-        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
+        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: _value_text(values[m.group(0)]) if m.group(0) in values
                       else m.group(0), a) for a in args]
         if new == args:
             break
         args = new
     return [a if a == b else _fold(a) for a, b in zip(args, launch.template_args)]
+
+
+class _Type(str):
+    """A local type alias's aliased type: substituted as it is (no parentheses)."""
+
+
+def _value_text(v) -> str:
+    return str(v) if isinstance(v, _Type) else f"({v})"
+
+
+def _local_alias(unit, c) -> dict:
+    """``using K = Traits<4, T>;`` / ``typedef Traits<4, T> K;`` -> {"K": "Traits<4, T>"}."""
+    name, ty = c.child_by_field_name("name"), c.child_by_field_name("type")
+    if c.type == "type_definition":
+        name = c.child_by_field_name("declarator")
+    if name is None or ty is None or name.type != "type_identifier":
+        return {}
+    return {node_text(unit.source, name): _Type(" ".join(node_text(unit.source, ty).split()))}
 
 
 def _fold(expr: str) -> str:

@@ -90,3 +90,23 @@ void rows_f64(const double * x, double * y, int rows, int n, cudaStream_t s) {
         halve_cuda(x + r * n, y + r * n, n, s);
     }
 }
+
+// a kernel taken by address with a local type alias as its template argument
+template <int N>
+struct Fill {
+    static constexpr int value = N;
+};
+
+template <typename K>
+__global__ void fill_value(int * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = K::value + i;
+    }
+}
+
+void fill_seven(int * y, int n, cudaStream_t stream) {
+    using K = Fill<7>;
+    auto kernel = &fill_value<K>;
+    kernel<<<(n + 63) / 64, 64, 0, stream>>>(y, n);
+}
