@@ -28,3 +28,22 @@ def test_device_const_global_reads(cuda_module):
     ref = ((a + 2) * x.double() - (a + 3)) * x.double() ** 2 + 1
     ref = ref * torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64).repeat(n // 3 + 1)[:n]
     torch.testing.assert_close(y, ref.float())
+
+
+@pytest.mark.l0
+def test_unwritten_device_global_is_const_written_one_is_not():
+    t = build.translate_file(CUDA / "device_const.cu")
+    assert t.report("pair_sum").status == "ok", t.report("pair_sum").reason
+    assert t.report("bump").status == "unsupported" and "counter" in t.report("bump").reason
+
+
+@pytest.mark.l1
+def test_unwritten_device_global_reads(cuda_module):
+    m = cuda_module("device_const")
+    n = 40
+    x = torch.randn(n, generator=torch.Generator().manual_seed(2))
+    y = torch.full((n,), float("nan"))
+    m.pair_sum[1, 64](x, y, n)
+    a, b = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])
+    idx = torch.arange(n) % 3
+    torch.testing.assert_close(y, x[a[idx]] + x[b[idx]])

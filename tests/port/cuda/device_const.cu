@@ -16,3 +16,23 @@ __global__ void cubic_weight(const float * x, float * y, const int n) {
         y[i] = kernel_weight(x[i]) * cubic::weights[i % 3];
     }
 }
+
+// initialized __device__ globals: one only read (a const global), one written by a kernel
+// (stays a symbol the host must set: refused)
+struct Pair {
+    int a, b;
+};
+__device__ Pair pairs[] = {{0, 1}, {1, 2}, {2, 0}};
+__device__ int counter = 5;
+
+__global__ void pair_sum(const float * x, float * y, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = x[pairs[i % 3].a] + x[pairs[i % 3].b];
+    }
+}
+
+__global__ void bump(int * out) {
+    counter += 1;
+    *out = counter;
+}
