@@ -83,3 +83,17 @@ def test_local_alias_instantiation_runs(cuda_module):
     y = torch.full((n,), -1, dtype=torch.int32)
     m["fill_value<Fill<7>>"][(n + 63) // 64, 64](y, n)
     assert torch.equal(y, torch.arange(n, dtype=torch.int32) + 7)
+
+
+@pytest.mark.l0
+def test_explicit_kernel_instantiations():
+    rep = build.translate_file(SRC).report("fill_sign")
+    assert sorted(i.args for i in rep.instantiations) == [["false", "double"], ["true", "float"]]
+
+
+@pytest.mark.l1
+def test_explicit_kernel_instantiation_runs(cuda_module):
+    m = cuda_module("fnptr_launch")
+    y = torch.full((50,), float("nan"))
+    m["fill_sign<true, float>"][1, 64](y, 2.5, 50)
+    assert torch.equal(y, torch.full((50,), -2.5))

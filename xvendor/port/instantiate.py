@@ -61,9 +61,32 @@ def instantiations(unit, fn, typedefs, extra) -> list:
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
+    # explicit instantiations of the kernel itself (template __global__ void k<float>(...);),
+    # object-like macros in them replaced by their values
+    for env in _explicit_instantiations(unit, fn):
+        add([_expand_macros(unit, env[t]) for t in names])
     for e in extra:
         add(e)
     return out
+
+
+def _expand_macros(unit, text: str) -> str:
+    """Object-like macros in ``text`` replaced by their values; a macro the unit defines
+    more than once with different values (one per #if branch) is left to the SYCL
+    compiler's preprocessor."""
+    def value(m):
+        name = m.group(0)
+        if name not in unit.macros or not unit.macros[name]:
+            return name
+        defs = set(re.findall(rb"^[ \t]*#[ \t]*define[ \t]+" + re.escape(name.encode()) + rb"\b[ \t]*([^\n]*)",
+                              unit.source, re.M))
+        return unit.macros[name] if len(defs) == 1 else name
+    for _ in range(4):
+        new = re.sub(r"\b[A-Za-z_]\w*\b", value, text)
+        if new == text:
+            break
+        text = new
+    return text
 
 
 def eager(insts: list, requested: list) -> tuple:

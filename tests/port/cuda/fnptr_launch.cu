@@ -110,3 +110,17 @@ void fill_seven(int * y, int n, cudaStream_t stream) {
     auto kernel = &fill_value<K>;
     kernel<<<(n + 63) / 64, 64, 0, stream>>>(y, n);
 }
+
+// explicit instantiations of a kernel template (no launch in this file), spelled with
+// macros as libraries that compile one file per configuration do
+#define KERNEL __global__
+#define NEGATE true
+template <bool negate, typename T>
+KERNEL void fill_sign(T * y, const T v, const int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = negate ? -v : v;
+    }
+}
+template KERNEL void fill_sign<NEGATE, float>(float * y, const float v, const int n);
+template __global__ void fill_sign<false>(double * y, const double v, const int n);
