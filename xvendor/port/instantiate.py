@@ -544,6 +544,8 @@ def cast_type(expr: str) -> str | None:
         depth = 0
         for i, ch in enumerate(rest):
             depth += {"(": 1, ")": -1}.get(ch, 0)
+            if rest[i:i + 2] == "->" or rest[i - 1:i + 1] == "->":
+                continue  # (const float *) src->data: member access, not an operator
             if depth == 0 and (ch == ")" or rx is _C_CAST and ch in "+-*/%<>=?:|&^,"):
                 if rx is _C_CAST and i < len(rest) - 1 and ch != ")":
                     return None
