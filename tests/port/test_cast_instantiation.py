@@ -19,6 +19,7 @@ def test_cast_type():
     assert instantiate.cast_type("(const half *)src0_d") == "half"
     assert instantiate.cast_type("static_cast<const float*>(x)") == "float"
     assert instantiate.cast_type("(unsigned int) n") == "unsigned int"
+    assert instantiate.cast_type("(const float *)src0->data") == "float"  # -> is no operator
     for expr in ("(a)+b", "(float)a + b", "x", "(n + 1)", "sizeof(x)", "(const float *) a + 4"):
         assert instantiate.cast_type(expr) is None, expr
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from . import references
 from .parse import node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
@@ -43,7 +44,9 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             args += rest
         if args and len(args) == len(names) and args not in out:
             out.append(args)
-    for launch in unit.launches:
+    # launch sites, then places that name the kernel without launching it (a function
+    # pointer passed to a launch helper: NOTE [templates named as values])
+    for launch in unit.launches + references.kernel_references(unit, fn.name):
         if launch.kernel != fn.name:
             continue
         if launch.template_args is not None:
@@ -58,9 +61,32 @@ def instantiations(unit, fn, typedefs, extra) -> list:
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
+    # explicit instantiations of the kernel itself (template __global__ void k<float>(...);),
+    # object-like macros in them replaced by their values
+    for env in _explicit_instantiations(unit, fn):
+        add([_expand_macros(unit, env[t]) for t in names])
     for e in extra:
         add(e)
     return out
+
+
+def _expand_macros(unit, text: str) -> str:
+    """Object-like macros in ``text`` replaced by their values; a macro the unit defines
+    more than once with different values (one per #if branch) is left to the SYCL
+    compiler's preprocessor."""
+    def value(m):
+        name = m.group(0)
+        if name not in unit.macros or not unit.macros[name]:
+            return name
+        defs = set(re.findall(rb"^[ \t]*#[ \t]*define[ \t]+" + re.escape(name.encode()) + rb"\b[ \t]*([^\n]*)",
+                              unit.source, re.M))
+        return unit.macros[name] if len(defs) == 1 else name
+    for _ in range(4):
+        new = re.sub(r"\b[A-Za-z_]\w*\b", value, text)
+        if new == text:
+            break
+        text = new
+    return text
 
 
 def eager(insts: list, requested: list) -> tuple:
@@ -240,8 +266,11 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
         for p, a in zip(host.params, args):
             if p.base in own and p.base not in env:
                 a = a.strip().lstrip("&").strip()
+                ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
                 if re.fullmatch(r"\w+", a) and decl.get(a):
                     env[p.base] = decl[a]
+                elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
+                    env[p.base] = decl[ptr.group(1)]
                 elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
                     env[p.base] = _bound_by_cast(p, a)
         for t in own:
@@ -249,22 +278,34 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
                 env[t] = host.template_defaults[t]
         if len(env) < len(own):
             continue
-        mentions = [t for t in (x for _, x in caller.template_params)
-                    if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
-        outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
-        dispatch = _dispatch_types_at(unit, call)
-        for o in outer:
-            for alias, types in (dispatch.items() or [(None, [None])]):
-                for t in types:
-                    e = {k: _subst(v, o) for k, v in env.items()}
-                    if alias:
-                        e = {k: re.sub(rf"\b{alias}\b", t, v) for k, v in e.items()}
-                    if e not in out:
-                        out.append(e)
+        _add_through_caller(unit, host, caller, call, env, depth, stack, out)
         if len(out) >= MAX_ENVS:
             break
+    # named as a value (a function pointer returned or stored): NOTE [templates named as values]
+    for caller, env in references.value_bindings(unit, host):
+        if len(out) >= MAX_ENVS:
+            break
+        _add_through_caller(unit, host, caller, None, env, depth, stack, out)
     memo[(id(host), depth)] = out[:MAX_ENVS]
     return memo[(id(host), depth)]
+
+
+def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> None:
+    """Add binding ``env`` of ``host`` found in ``caller`` to ``out``, once per binding of
+    the caller's own template parameters it mentions and per type of an enclosing
+    AT_DISPATCH (``call``: the call node, None for a reference outside a call)."""
+    tparams = [x for _, x in caller.template_params] if caller is not None else []
+    mentions = [t for t in tparams if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
+    outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
+    dispatch = _dispatch_types_at(unit, call) if call is not None else {}
+    for o in outer:
+        for alias, types in (dispatch.items() or [(None, [None])]):
+            for t in types:
+                e = {k: _subst(v, o) for k, v in env.items()}
+                if alias:
+                    e = {k: re.sub(rf"\b{alias}\b", t, v) for k, v in e.items()}
+                if e not in out:
+                    out.append(e)
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
@@ -322,6 +363,9 @@ def _local_constants(unit, launch) -> list:
             for c in p.named_children:
                 if c.start_byte >= n.start_byte:
                     break
+                if c.type in ("alias_declaration", "type_definition"):  # using K = Traits<4, T>;
+                    values.update((k, v) for k, v in _local_alias(unit, c).items() if k not in values)
+                    continue
                 if c.type != "declaration" or not re.search(
                         r"\b(const|constexpr)\b", node_text(unit.source, c).split("=")[0]):
                     continue
@@ -332,12 +376,30 @@ def _local_constants(unit, launch) -> list:
         n = p
     args = list(launch.template_args)
     for _ in range(4):
-        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({values[m.group(0)]})" if m.group(0) in values
+        new = [re.sub(r"\b[A-Za-z_]\w*\b", lambda m: _value_text(values[m.group(0)]) if m.group(0) in values
                       else m.group(0), a) for a in args]
         if new == args:
             break
         args = new
     return [a if a == b else _fold(a) for a, b in zip(args, launch.template_args)]
+
+
+class _Type(str):
+    """A local type alias's aliased type: substituted as it is (no parentheses)."""
+
+
+def _value_text(v) -> str:
+    return str(v) if isinstance(v, _Type) else f"({v})"
+
+
+def _local_alias(unit, c) -> dict:
+    """``using K = Traits<4, T>;`` / ``typedef Traits<4, T> K;`` -> {"K": "Traits<4, T>"}."""
+    name, ty = c.child_by_field_name("name"), c.child_by_field_name("type")
+    if c.type == "type_definition":
+        name = c.child_by_field_name("declarator")
+    if name is None or ty is None or name.type != "type_identifier":
+        return {}
+    return {node_text(unit.source, name): _Type(" ".join(node_text(unit.source, ty).split()))}
 
 
 def _fold(expr: str) -> str:
@@ -482,6 +544,8 @@ def cast_type(expr: str) -> str | None:
         depth = 0
         for i, ch in enumerate(rest):
             depth += {"(": 1, ")": -1}.get(ch, 0)
+            if rest[i:i + 2] == "->" or rest[i - 1:i + 1] == "->":
+                continue  # (const float *) src->data: member access, not an operator
             if depth == 0 and (ch == ")" or rx is _C_CAST and ch in "+-*/%<>=?:|&^,"):
                 if rx is _C_CAST and i < len(rest) - 1 and ch != ")":
                     return None

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import branches
+
 __all__ = ["Param", "Function", "Launch", "Unit", "parse_file", "parse_source", "ParseError",
            "node_text", "walk", "split_template_args"]
 
@@ -53,7 +55,9 @@ def walk(node):
 
 
 def split_template_args(text: str) -> list[str]:
-    """``"float, Pair<int, 2>, 128"`` -> ``["float", "Pair<int, 2>", "128"]``."""
+    """``"float, Pair<int, 2>, 128"`` -> ``["float", "Pair<int, 2>", "128"]``; comments
+    dropped (``k</*norm=*/true>`` is ``k<true>``)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
     out, depth, cur = [], 0, ""
     for ch in text:
         if ch in "<([":
@@ -227,7 +231,9 @@ def parse_source(src: bytes | str, path: str = "<source>") -> Unit:
         src = src.encode()
     # `struct __align__(16) X` does not parse; alignas(16) does (same length: offsets hold)
     src = _ALIGN.sub(lambda m: b"alignas  " + m.group(1) + b"(", src)
-    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extern_c_guards(src)))
+    src = _blank_extern_c_guards(src)
+    src = branches.resolve_split_branches(src)  # NOTE [split braces]
+    src = _expand_qualifier_macros(_resolve_cudacc_qualifiers(_blank_extension_macros(src)))
     tree, opaque = _contain_errors(src)
     root = tree.root_node
     if root.child_count and all(c.type == "ERROR" for c in root.children):
@@ -461,6 +467,28 @@ def _resolve_cudacc_qualifiers(src: bytes) -> bytes:
                         lines[k] = b""
                 i = j
         i += 1
+    return b"\n".join(lines)
+
+
+_ANY_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)(?![\w(])[ \t]*([^\n]*?)[ \t]*$", re.M)
+
+
+def _blank_extension_macros(src: bytes) -> bytes:
+    """``__extension__`` and the object-like macros that are only it or nothing
+    (``#define EXT __extension__`` / ``#define EXT`` per compiler) blanked outside
+    preprocessor lines: ``EXT union { ... } u;`` inside a struct does not parse, and the
+    word changes nothing but warnings. Lines and offsets stay."""
+    defs: dict = {}
+    for m in _ANY_DEFINE.finditer(src):
+        defs.setdefault(m.group(1), set()).add(m.group(2))
+    names = [n for n, vals in defs.items() if b"__extension__" in vals and vals <= {b"", b"__extension__"}]
+    rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names + [b"__extension__"]) + rb")\b")
+    if not rx.search(src):
+        return src
+    lines = src.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith(b"#") and rx.search(line):
+            lines[i] = rx.sub(lambda m: b" " * len(m.group(0)), line)
     return b"\n".join(lines)
 
 

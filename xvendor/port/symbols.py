@@ -136,10 +136,38 @@ def declarations(unit: Unit) -> list:
                     inits.append(d.type == "init_declarator")
             written = any(re.search(rb"cudaMemcpyToSymbol(Async)?\s*\(\s*" + re.escape(nm.encode()) + rb"\b",
                                     unit.source) for nm in names)
-            const = "__constant__" in quals and bool(inits) and all(inits) and not written
+            # a __device__ variable declared const (or constexpr) is as read-only as a
+            # __constant__ one: a plain const global (``__device__ const float a = -0.75f;``)
+            declared_const = any(c.type == "type_qualifier" and node_text(unit.source, c) in ("const", "constexpr")
+                                 for c in n.children)
+            const = (("__constant__" in quals or declared_const or not _written(unit, n, names))
+                     and bool(inits) and all(inits) and not written)
             cached.append((n, quals, names, const))
     unit.__dict__["_xv_symbols"] = cached
     return cached
+
+
+_COMMENTS = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
+_ACCESS = rb"(?:\s*\[[^\]\n]*\]|\s*(?:\.|->)\s*\w+)*"
+_WRITE_OP = rb"\s*(?:(?<![=!<>])=(?!=)|[-+*/%|&^]=|<<=|>>=|\+\+|--)"
+
+
+def _written(unit, decl, names) -> bool:
+    """Whether code outside declaration ``decl`` may write one of ``names``: assigned,
+    incremented, its address taken, or (an array) used other than indexed, where it may
+    decay to a pointer that is written through. A __device__ global nobody writes is
+    read-only: a plain const global, like an initialized __constant__ one."""
+    text = unit.source[:decl.start_byte] + b" " * (decl.end_byte - decl.start_byte) + unit.source[decl.end_byte:]
+    text = _COMMENTS.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), text)
+    array = "[" in node_text(unit.source, decl).split("=")[0]
+    for name in names:
+        nm = re.escape(name.encode())
+        if re.search(rb"\b" + nm + rb"\b" + _ACCESS + _WRITE_OP, text) or re.search(
+                rb"(?:\+\+|--|(?<!&)&)\s*" + nm + rb"\b", text):
+            return True
+        if array and re.search(rb"\b" + nm + rb"\b(?!\s*[\[.])", text):
+            return True
+    return False
 
 
 def constant_edits(unit: Unit) -> list:
@@ -149,7 +177,7 @@ def constant_edits(unit: Unit) -> list:
         if not const:
             continue
         text = node_text(unit.source, n)
-        text = re.sub(r"\b__constant__\b", "", text).strip()
+        text = re.sub(r"\b(__constant__|__device__)\b", "", text).strip()
         if not re.search(r"\b(const|constexpr)\b", text.split("=")[0]):
             text = "const " + text
         edits.append((n.start_byte, n.end_byte, text))

@@ -490,6 +490,26 @@ inline int __mulhi(int a, int b) { return int(((long long)a * b) >> 32); }
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return unsigned(((unsigned long long)a * b) >> 32);
 }
+// per-byte SIMD intrinsics (four 8-bit lanes of a 32-bit word)
+inline unsigned __vsub4(unsigned a, unsigned b) {
+  unsigned r = 0;
+  for (int k = 0; k < 32; k += 8) r |= (((a >> k) - (b >> k)) & 0xffu) << k;
+  return r;
+}
+inline unsigned __vsubss4(unsigned a, unsigned b) {  // signed, saturated to [-128, 127]
+  unsigned r = 0;
+  for (int k = 0; k < 32; k += 8) {
+    int d = int((signed char)(a >> k)) - int((signed char)(b >> k));
+    d = d < -128 ? -128 : d > 127 ? 127 : d;
+    r |= (unsigned(d) & 0xffu) << k;
+  }
+  return r;
+}
+inline unsigned __vcmpne4(unsigned a, unsigned b) {  // 0xff per byte that differs
+  unsigned r = 0;
+  for (int k = 0; k < 32; k += 8) r |= (((a >> k) & 0xffu) != ((b >> k) & 0xffu) ? 0xffu : 0u) << k;
+  return r;
+}
 inline long long __mul64hi(long long a, long long b) { return sycl::mul_hi(a, b); }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return sycl::mul_hi(a, b);
