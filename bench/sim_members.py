@@ -56,7 +56,8 @@ Descriptors: the coordinator holds two per simulated member and its listeners ar
 its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
 where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
 fit. ``--connect-concurrency`` bounds the admissions in flight, split over the shards (a member
-whose hello the coordinator does not read within its 5 s handshake window is closed).
+that sends no hello within the coordinator's 5 s handshake window is closed; one it sent in
+time is read however late: NOTE [late hellos] in authstore).
 """
 
 from __future__ import annotations
@@ -635,8 +636,8 @@ class Run:
         self.shards = []
         spec = {"host": "127.0.0.1", "port": self.port, "token": self.token,
                 "step_s": self.args.step_s, "collective_s": self.args.collective_s,
-                # in flight over all shards: more shards must not mean more at once (the
-                # coordinator closes a hello it did not read within its 5 s window)
+                # in flight over all shards: more shards must not mean more at once (a
+                # member's hello must leave it within the coordinator's 5 s window)
                 "connect_concurrency": max(1, self.args.connect_concurrency // k)}
         first = 0
         for j in range(k):

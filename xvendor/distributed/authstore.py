@@ -66,6 +66,11 @@ def max_conns() -> int:
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
     return max(MAX_CONNS, (soft - 256) // 2)
+# NOTE [late hellos]: the window is the client's to answer in, not the server's to read in.
+# Both handshake sweeps (here and the coordinator's front port) read what a client sent
+# before closing it: a pass of the serving loop that runs past the window (a connect burst
+# of thousands of members: greetings sent, hellos queued behind a backlog) closed clients
+# whose answer sat unread in the kernel's buffer. A silent client is still closed.
 HANDSHAKE_S = 5.0
 _LEN = struct.Struct(">I")
 
@@ -230,7 +235,10 @@ class StoreServer:
             for s, p in list(self._unauthed.items()):  # a client that never proves itself
                 if now - p.since <= HANDSHAKE_S:
                     break
-                self._close(s, refused=True)
+                if s in self._unauthed:  # NOTE [late hellos]: read what arrived first
+                    self._read(s)
+                if s in self._unauthed:
+                    self._close(s, refused=True)
             self._mark = began  # what had arrived when this pass began is applied now
 
     def caught_up(self) -> float:

@@ -213,11 +213,19 @@ class Coordinator:
     def _drop_silent(self, now: float) -> None:
         """A connection that has not passed the handshake within ``HANDSHAKE_S`` is closed:
         a client that connects and sends nothing holds nothing for long. Only the
-        connections still in their handshake are looked at, oldest first (NOTE [scale])."""
+        connections still in their handshake are looked at, oldest first (NOTE [scale]).
+        What arrived is read first: silence is the client's, not this loop's (NOTE [late
+        hellos] in authstore)."""
         for sock, c in list(self._pending.items()):
             if now - c.since <= authstore.HANDSHAKE_S:
                 break
-            self._forget(sock)
+            if sock in self._pending:
+                try:
+                    self._readable(sock)  # nothing arrived: recv fails and drops it
+                except Exception as e:
+                    self._log(f"connection error: {e!r}")
+            if sock in self._pending:  # a partial hello after the window: too slow
+                self._forget(sock)
 
     def _accept(self) -> bool:
         """Accept one pending connection; False when none is pending."""
