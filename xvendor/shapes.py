@@ -140,7 +140,9 @@ def grouped_mm_class(a, b, offs=None, bias=None, out_dtype=None) -> tuple:
 # ``tolist``), and the torch backend needs ``offs[-1]`` again to zero what lies past it:
 # a second read costs ~2 us, as much as the rest of that kernel's Python. The checks leave
 # the last end here for the call in progress, keyed by the tensor object and its version
-# counter (an in-place write in between invalidates it), and the kernel takes it once.
+# counter (an in-place write in between invalidates it); the kernel reads it as often as
+# it needs (a training call masks the unowned rows and zeroes the output's). The memo
+# holds the last checked ``offs`` (one small tensor) until the next check replaces it.
 _LAST_END: list = [None]
 
 
@@ -154,6 +156,5 @@ def last_end(offs) -> int:
     tensor, else read from it (a host read: CPU tensors only)."""
     memo = _LAST_END[0]
     if memo is not None and memo[0] is offs and memo[1] == offs._version:
-        _LAST_END[0] = None
         return memo[2]
     return int(offs[-1]) if offs.numel() else 0

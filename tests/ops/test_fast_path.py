@@ -1,5 +1,7 @@
 """NOTE [eager fast path]: the direct call and the dispatcher op must be the same op."""
 
+import functools
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -53,11 +55,14 @@ def test_dispatch_modes_see_the_xvendor_op(gen, op):
 
 def test_autograd_goes_through_the_op(gen):
     a = torch.randn(4, 3, generator=gen, requires_grad=True)
-    out = xvendor.gemm(a, torch.randn(3, 2, generator=gen))
-    # the op's own autograd (NOTE [eager training path]), not aten's
+    b = torch.randn(3, 2, generator=gen)
+    # a kernel of ours: the op's own autograd (NOTE [eager training path]), not aten's
+    out = xvendor.gemm(a, b, backend="reference")
     assert "xvendor_gemm" in out.grad_fn.name()
     out.sum().backward()
     assert a.grad is not None
+    # the floor: torch's own autograd (NOTE [eager training on the floor])
+    assert xvendor.gemm(a, b).grad_fn.name() == "MmBackward0"
 
 
 def test_vmap_goes_through_the_op(gen):
@@ -79,14 +84,16 @@ def _grads(fn, args):
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_eager_training_path_is_the_custom_ops_autograd_bit_for_bit(gen, op):
-    # NOTE [eager training path]: the same forward, saved tensors and backward as the
-    # custom op's registered autograd, without torch.library's wrapper
+    # NOTE [eager training path]: for a kernel of ours (here the reference), the same
+    # forward, saved tensors and backward as the custom op's registered autograd, without
+    # torch.library's wrapper
     fn, args = CASES[op](gen)
-    out, grads, first = _grads(fn, args)
+    ours = functools.partial(fn, backend="reference")
+    out, grads, first = _grads(ours, args)
     assert first.grad_fn.name() == f"xvendor_{op}Backward"
     set_fast_path(False)
     try:
-        ref_out, ref_grads, ref_first = _grads(fn, args)
+        ref_out, ref_grads, ref_first = _grads(ours, args)
     finally:
         set_fast_path(True)
     assert ref_first.grad_fn.name() == f"GeneratedBackwardFor_xvendor_{op}_defaultBackward"
@@ -94,7 +101,87 @@ def test_eager_training_path_is_the_custom_ops_autograd_bit_for_bit(gen, op):
     assert len(grads) == len(ref_grads) and all(torch.equal(a, b) for a, b in zip(grads, ref_grads))
 
 
-def test_eager_training_path_gives_second_derivatives(gen):
-    a = torch.randn(5, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(4, 3, generator=gen, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradgradcheck(lambda x, y: xvendor.gemm(x, y, backend="reference"), (a, b))
+TORCH_OPS = {
+    "gemm": torch.mm,
+    "grouped_mm": lambda a, b, offs: torch.nn.functional.grouped_mm(a, b, offs=offs),
+    "rms_norm": lambda x, w: torch.nn.functional.rms_norm(x, w.shape, w),
+    "topk": torch.topk,
+}
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_eager_training_on_the_floor_is_torchs_own_autograd(gen, op):
+    # NOTE [eager training on the floor]: where the decision is torch's kernel, a training
+    # call is torch's op under torch's autograd: the same values and gradients as calling
+    # torch, bit for bit, and the custom op's within the op's tolerance
+    fn, args = CASES[op](gen)
+    if op == "grouped_mm":  # rows 16-byte aligned, as torch's own op needs them
+        args = (torch.randn(9, 8, generator=gen), torch.randn(2, 8, 8, generator=gen), args[2])
+    assert xvendor.registry.decide(op, torch.device("cpu"), torch.float32).backend == "torch"
+    out, grads, first = _grads(fn, args)
+    assert "xvendor" not in first.grad_fn.name()
+    t_out, t_grads, _ = _grads(TORCH_OPS[op], args)
+    assert torch.equal(out, t_out)
+    assert len(grads) == len(t_grads) and all(torch.equal(a, b) for a, b in zip(grads, t_grads))
+    set_fast_path(False)
+    try:
+        _, op_grads, op_first = _grads(fn, args)
+    finally:
+        set_fast_path(True)
+    assert op_first.grad_fn.name() == f"GeneratedBackwardFor_xvendor_{op}_defaultBackward"
+    for a, b in zip(grads, op_grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_floor_training_leaves_a_misaligned_gradient_to_xvendors_autograd(gen):
+    # N = 5 fp32: the output gradient's rows are 20 bytes apart, which torch's grouped_mm
+    # backward refuses; the call keeps xvendor's autograd (any strides) and trains
+    fn, args = CASES["grouped_mm"](gen)
+    out, grads, first = _grads(fn, args)
+    assert first.grad_fn.name() == "xvendor_grouped_mmBackward"
+    assert all(torch.isfinite(g).all() for g in grads) and len(grads) == 2
+
+
+def _poisoned_leaf(t):
+    leaf = t.detach().clone().requires_grad_()
+    leaf.grad = None
+    return leaf
+
+
+_FLOOR_SHAPES = {  # (a, b, bias): N a multiple of 16 bytes, K and M ragged
+    "2Dx3D": ((33, 24), (4, 24, 16), (4, 16)),
+    "3Dx2D": ((4, 16, 24), (24, 40), (40,)),
+    "2Dx2D": ((16, 33), (33, 24), (4, 24)),
+}
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", sorted(_FLOOR_SHAPES))
+def test_floor_training_gives_zero_gradients_where_no_group_reaches(gen, layout, dtype, bias):
+    # torch's grouped_mm backward leaves the input gradient of entries no group owns
+    # unwritten; xvendor's output is zero there, so their gradient must be exactly zero
+    # (ragged sizes, an empty group, 6 entries past offs[-1]); bias gradients as the oracle's
+    offs = torch.tensor([5, 5, 19, 27], dtype=torch.int32)
+    sa, sb, sc = _FLOOR_SHAPES[layout]
+    leaves = [_poisoned_leaf(torch.randn(s, generator=gen).to(dtype))
+              for s in ((sa, sb, sc) if bias else (sa, sb))]
+    out = xvendor.grouped_mm(leaves[0], leaves[1], offs, *leaves[2:])
+    assert "xvendor" not in out.grad_fn.name()  # the floor, under torch's autograd
+    g = torch.randn(out.shape, generator=gen).to(dtype)
+    out.backward(g)
+    refs = [t.detach().double().requires_grad_() for t in leaves]
+    from xvendor import numerics
+    numerics.grouped_mm(refs[0], refs[1], offs, *refs[2:]).backward(g.double())
+    tol = 1e-5 if dtype is torch.float32 else 3e-2
+    for got, want in zip(leaves, refs):
+        assert got.grad.dtype == got.dtype and torch.isfinite(got.grad).all()
+        torch.testing.assert_close(got.grad.double(), want.grad, rtol=tol, atol=tol * 10)
+    a, b = leaves[:2]
+    if layout == "2Dx3D":
+        assert (a.grad[27:] == 0).all()
+    elif layout == "3Dx2D":
+        assert (b.grad[:, 27:] == 0).all()
+    else:
+        assert (a.grad[:, 27:] == 0).all() and (b.grad[27:] == 0).all()
+

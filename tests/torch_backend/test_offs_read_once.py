@@ -1,6 +1,6 @@
 """NOTE [offs read once]: on the CPU the op's checks read ``offs`` on the host and leave
-``offs[-1]`` for the torch backend's zeros past it; the value must never outlive the call
-it was read for, nor survive a write to ``offs``."""
+``offs[-1]`` for the torch backend's zeros past it; the value is given for that very tensor
+only, and never survives a write to it or the next check."""
 
 import pytest
 import torch
@@ -11,13 +11,15 @@ from xvendor import shapes
 pytestmark = pytest.mark.l0
 
 
-def test_a_noted_end_is_taken_once_and_only_for_that_tensor():
+def test_a_noted_end_is_given_only_for_that_tensor_until_the_next_check():
     offs = torch.tensor([2, 5, 7], dtype=torch.int32)
     shapes.note_last_end(offs, 99)  # a value the tensor does not hold: shows where it came from
     other = offs.clone()
     assert shapes.last_end(other) == 7   # another tensor: read from it, the note stays
-    assert shapes.last_end(offs) == 99   # the noted tensor: the note, taken
-    assert shapes.last_end(offs) == 7    # taken once: read again
+    assert shapes.last_end(offs) == 99   # the noted tensor: the note
+    assert shapes.last_end(offs) == 99   # as often as the kernel asks (a training call: twice)
+    shapes.note_last_end(other, 7)       # the next call's check replaces it
+    assert shapes.last_end(offs) == 7
     assert shapes.last_end(torch.zeros(0, dtype=torch.int32)) == 0
 
 

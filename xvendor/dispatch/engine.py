@@ -551,6 +551,40 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
     return run_checked
 
 
+def floor_trainer(op: str) -> Callable:
+    """For an op module's eager training calls: ``floor(device, dtype, args, backend)`` is
+    the floor's (torch's own) kernel when this call's decision is the floor and the floor's
+    rules take it, else ``None``. It reads the same decision cache as ``dispatcher(op)``
+    (the caller has checked ``args``).
+
+    NOTE [eager training on the floor]: where the decision is the floor, a call that needs
+    gradients runs torch's kernel directly and torch's own autograd differentiates it, as
+    in a compiled graph (``traced_floor``): a training step then pays what calling torch
+    pays (an autograd.Function of ours costs ~50-150 us more per forward + backward of a
+    small op on a 2-core CPU: ``python bench/op_overhead.py``). The floor kernels keep the
+    extended semantics differentiable (grouped_mm's unowned rows get zero gradients).
+    With a tuned-winner lookup installed (a tuning table, or a capture) it says ``None``:
+    the backward's calls have shapes of their own, which a tuned kernel may serve.
+    """
+    fast = _fast_decisions.setdefault(op, {})
+    state, requested_var = _state, _requested
+
+    def floor(device, dtype, args, backend=None):
+        requested = backend or requested_var.get() or state.env_backend
+        dec = fast.get((device, dtype, requested)) if state.tuned_lookup is None else None
+        if dec is None:
+            dec = decide(op, device, dtype, args, requested)  # resolves the tuned-winner hook
+            if state.tuned_lookup is not None:
+                # tuned winners (or a capture) may serve the backward's own shapes: its
+                # calls must reach the dispatcher, through the op's autograd
+                return None
+            fast[(device, dtype, requested)] = dec
+        if dec.backend != FLOOR or (dec.accepts is not None and dec.accepts(*args) is not None):
+            return None
+        return dec.kernel
+    return floor
+
+
 def _fall_back(dec: Decision, args: tuple, exc: Exception):
     """After ``dec``'s kernel raised ``exc``: re-raise it, or warn once and try the next.
 

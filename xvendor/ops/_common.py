@@ -163,7 +163,8 @@ def eager_autograd(name: str, forward: Callable, setup: Callable, backward: Call
     ``fast_path_open``) a call that needs gradients runs this Function instead: the same
     forward (the dispatcher), the same saved tensors and the same backward, so the results
     are the custom op's bit for bit. Everywhere else (torch.compile, vmap, dispatch modes,
-    opcheck) the custom op stays, with its registered autograd.
+    opcheck) the custom op stays, with its registered autograd. Where the decision is the
+    floor, the op module does not even come here: NOTE [eager training on the floor].
     """
     def forward_and_setup(ctx, *inputs):
         # (not a ``setup_context`` staticmethod: with one, ``Function.apply`` binds the

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .. import numerics, shapes
-from ..registry import dispatcher
+from ..registry import dispatcher, floor_trainer
 from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
@@ -36,6 +36,7 @@ def _check_plain(a, b, bias, out_dtype) -> None:
 
 dispatch = dispatcher(OP)  # for checked arguments
 dispatch_plain = dispatcher(OP, check=_check_plain)
+train_floor = floor_trainer(OP)
 
 
 def check(a, b, bias=None, out_dtype=None) -> None:
@@ -105,6 +106,12 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     if type(a) in _PLAIN and type(b) in _PLAIN and type(bias) in _BIAS and fast_path_open():
         if _grad_enabled():  # it needs gradients: NOTE [eager training path]
+            args = (a, b, bias, out_dtype)
+            if (floor := train_floor(a.device, a.dtype, args, backend)) is not None:
+                try:  # NOTE [eager training on the floor]
+                    return floor(*args)
+                except Exception:  # the custom op's path reports or falls back
+                    pass
             return _train(a, b, bias, out_dtype, backend)
         return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)):

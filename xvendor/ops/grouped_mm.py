@@ -23,13 +23,14 @@ import torch
 from torch import Tensor
 
 from .. import numerics, shapes
-from ..registry import dispatcher
+from ..registry import dispatcher, floor_trainer
 from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
                       check_group_ends, check_out_dtype, check_same_device, check_tensor,
                       define, eager_autograd, fast_path_open, needs_grad, traced_torch, traced)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
+train_floor = floor_trainer(OP)
 _RAGGED = {"m": "rows of a", "n": "columns of b", "k": "K (columns of a)"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _grad_enabled = torch.is_grad_enabled
@@ -197,6 +198,15 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
         check_offs_values(p, offs)
         if _grad_enabled() and (a.requires_grad or b.requires_grad or (
                 bias is not None and bias.requires_grad)):
+            args = (a, b, offs, bias, out_dtype)
+            # torch's backward takes the output's gradient as it comes: its rows must meet
+            # its stride rule (16 bytes), which a dense gradient does where N does
+            if b.shape[-1] * (out_dtype or a.dtype).itemsize % 16 == 0 and (
+                    floor := train_floor(a.device, a.dtype, args, backend)) is not None:
+                try:  # NOTE [eager training on the floor]
+                    return floor(*args)
+                except Exception:  # the custom op's path reports or falls back
+                    pass
             return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
         return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from .. import numerics, registry, shapes
-from ..registry import dispatcher
+from ..registry import dispatcher, floor_trainer
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
                       check_tensor, define, eager_autograd, fast_path_open, needs_grad,
                       traced_torch, traced)
@@ -35,6 +35,7 @@ OP = "rms_norm"
 BWD = "rms_norm_backward"
 dispatch = dispatcher(OP)
 dispatch_backward = dispatcher(BWD)
+train_floor = floor_trainer(OP)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 
@@ -150,6 +151,12 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     check(x, weight, eps)  # our errors, also at trace time
     if type(x) in _PLAIN and type(weight) in _WEIGHT and fast_path_open():
         if _grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)):
+            args = (x, weight, eps)
+            if (floor := train_floor(x.device, x.dtype, args, backend)) is not None:
+                try:  # NOTE [eager training on the floor]
+                    return floor(*args)
+                except Exception:  # the custom op's path reports or falls back
+                    pass
             return _train(x, weight, eps, backend)  # NOTE [eager training path]
         return dispatch(x.device, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):

@@ -12,12 +12,13 @@ import torch
 from torch import Tensor
 
 from .. import numerics, shapes
-from ..registry import dispatcher
+from ..registry import dispatcher, floor_trainer
 from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
                       eager_autograd, fast_path_open, traced_torch)
 
 OP = "topk"
 dispatch = dispatcher(OP)
+train_floor = floor_trainer(OP)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -90,6 +91,12 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
     if type(x) in _PLAIN and fast_path_open():
         if x.requires_grad and _grad_enabled():  # NOTE [eager training path]
+            args = (x, k, dim, largest, sorted)
+            if (floor := train_floor(x.device, x.dtype, args, backend)) is not None:
+                try:  # NOTE [eager training on the floor]
+                    return floor(*args)
+                except Exception:  # the custom op's path reports or falls back
+                    pass
             return _train(x, k, dim, largest, sorted, backend)
         return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):

@@ -33,6 +33,8 @@ from torch.compiler import is_compiling as _compiling
 from ..shapes import last_end
 from .rules import GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
 
+_grad_enabled = torch.is_grad_enabled
+
 __all__ = ["KERNELS", "gemm", "grouped_mm", "rms_norm", "topk", "scaled_mm",
            "scaled_grouped_mm"]
 
@@ -125,6 +127,8 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
         # NOTE [floor overhead]: the common eager call, torch's op and the zeros only: every
         # microsecond of Python here is paid again on each of a model's MoE layers, and
         # xvendor must not be slower than calling torch (bench/vs_torch.py).
+        if offs is not None and (a.requires_grad or b.requires_grad) and _grad_enabled():
+            a, b = _mask_unowned(a, b, offs)  # NOTE [eager training on the floor]
         out = torch._grouped_mm(_aligned(a), _aligned(b), offs=offs)
         if offs is not None:
             if b.dim() == 3:
@@ -138,7 +142,8 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
     native = (a.dtype, F32) in GROUPED_MM_NATIVE_OUT.get(kind, ())
     if wide and not native:
         a, b = a.to(F32), b.to(F32)
-    if torch.compiler.is_compiling() and (a.requires_grad or b.requires_grad):
+    if offs is not None and (a.requires_grad or b.requires_grad) and (
+            _grad_enabled() or torch.compiler.is_compiling()):
         a, b = _mask_unowned(a, b, offs)
     a, b = _aligned(a), _aligned(b)
     out = torch._grouped_mm(a, b, offs=offs, out_dtype=F32 if wide and native else None)
@@ -164,10 +169,17 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
 
 def _mask_unowned(a, b, offs):
     """Zero the rows of ``a`` (2Dx3D, 2Dx2D: its columns) and columns of ``b`` (3Dx2D; 2Dx2D:
-    its rows) that no group owns. Only a traced training graph needs it: there autograd
-    differentiates torch's op, whose input gradients leave those entries unwritten, and the
-    mask's own backward zeroes them (eager calls go through xvendor's autograd instead)."""
+    its rows) that no group owns. Only a call that autograd differentiates needs it (a traced
+    training graph, an eager training call on the floor): autograd then differentiates
+    torch's op, whose input gradients leave those entries unwritten, and the mask's own
+    backward zeroes them. Where the host reads ``offs[-1]`` for free and every entry is
+    owned (the common case), the inputs pass unchanged."""
     layout = (a.dim(), b.dim())
+    if a.device.type in HOST_READS_FREE and not _compiling():
+        end = last_end(offs)  # NOTE [offs read once]
+        if end >= (a.shape[0] if layout == (2, 3) else
+                   b.shape[1] if layout == (3, 2) else a.shape[1]):
+            return a, b
     if layout == (2, 3):
         a = a.masked_fill(_past_end(offs, a.shape[0], a.device).unsqueeze(1), 0)
     elif layout == (3, 2):
