@@ -9,10 +9,12 @@ torchtitan runs cost ~7-12 minutes on this 2-core machine (llama3 ~30-40 s a run
 FSDP2 + EP) is ``test_torchtitan_train.py``. Measured figures: docs/torchtitan.md.
 
 Tolerance: the derivation in ``test_torchtitan_train.py`` (step 1 within 2^-12 relative,
-later steps within 2^-8 of the accumulated loss change): on this CPU the forward of each
-xvendor op is torch's own kernel, but the backward formulas are xvendor's (rms_norm's
-backward is its own op; grouped_mm's gradients are grouped_mm calls), so steps after the
-first are not bitwise. Call counts: every rank ran every swapped op every step.
+later steps within 2^-8 of the accumulated loss change): on this CPU each xvendor op's
+forward is torch's own kernel, and where an eager training call is served by it so is the
+backward (torch's autograd: NOTE [eager training on the floor]); a call that keeps
+xvendor's autograd (a grouped_mm whose output rows torch's backward refuses, a call under a
+dispatch mode or a DTensor) uses xvendor's backward formulas, so steps after the first are
+not promised bitwise. Call counts: every rank ran every swapped op every step.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ bit for bit). Measured but not run as tests (too slow for the test budget here: 
 ``qwen3_moe_debug`` takes ~100 s per run on this machine, its MXFP8 run > 300 s; llama3
 1 and 2 processes): docs/torchtitan.md.
 
-Tolerances (ours vs stock). On this CPU the xvendor ops dispatch to torch's own kernels, but
-the backward formulas are xvendor's (grouped_mm's gradients are grouped_mm calls,
-rms_norm's backward its own op), and grouped GEMM results may differ from torch's by bf16
-rounding (1 ulp = 2^-8 relative per element). So:
+Tolerances (ours vs stock). On this CPU the xvendor ops dispatch to torch's own kernels (an
+eager training call on them is differentiated by torch's autograd), but a call that keeps
+xvendor's autograd (DTensor operands under EP or TP, a grouped_mm whose output rows torch's
+backward refuses) uses xvendor's backward formulas (grouped_mm's gradients are grouped_mm
+calls, rms_norm's backward its own op), and grouped GEMM results may differ from torch's by
+bf16 rounding (1 ulp = 2^-8 relative per element). So:
 - step 1 (forward of identical parameters): |d loss| <= 2^-12 |loss|: a 2^-8 per-element
   rounding on logits averaged over 256 tokens moves the mean cross-entropy by ~2^-8/16;
 - later steps: |d loss_i| <= 2^-8 * sum_{j<=i} |loss_j - loss_{j-1}| + the step-1 bound:
