@@ -85,7 +85,7 @@ from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
 from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
 
-PER_SHARD = 1000  # members per shard process (two sockets each); more, and one busy event loop
+PER_SHARD = 1000  # members per shard process (one or two sockets each); more, and one busy event loop
 # delays the heartbeats of too many members (``Shard.lag``)
 
 
@@ -255,7 +255,10 @@ class Member:
             async with self.shard.connect_slots:
                 await self.admit(sp)
                 self.s = Store(f"{self.prefix}/".encode(), self.shard.stats)
-                await self.s.open(sp["host"], self.store_port, sp["token"])
+                if self.one_link:  # NOTE [one link per member] in authstore
+                    self.s.r, self.s.w = self.link_r, self.link_w
+                else:
+                    await self.s.open(sp["host"], self.store_port, sp["token"])
                 await self.s.set(cp.key_pid(self.member), str(os.getpid()))
                 await self.s.add(cp.key_hb(self.member), 1, hb=True)
             self.shard.event("admitted", self.idx, self.member)
@@ -283,6 +286,8 @@ class Member:
         greet = json.loads(await r.readline())
         hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
                            restart=0, fingerprint=None)
+        if sp["one_link"]:
+            hello["store_link"] = True
         w.write((json.dumps(hello) + "\n").encode())
         reply = json.loads(await r.readline())
         if not reply.get("ok"):
@@ -291,6 +296,18 @@ class Member:
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], reply["timing"]
         self.incarnation = reply.get("incarnation")
+        self.one_link = bool(reply.get("store_link"))
+        if sp["one_link"] and not self.one_link:
+            raise RuntimeError("the coordinator did not grant one link per member")
+
+    def report(self, msg: dict) -> None:
+        """A step report (busy time) or a goodbye on the front link: JSON lines, or store
+        frames once the link carries the store (NOTE [one link per member])."""
+        if self.one_link:
+            self.s.w.write(A._pack(A.BYE, []) if msg.get("bye") else
+                           A._pack(A.REPORT, [json.dumps(msg).encode()]))
+        else:
+            self.link_w.write((json.dumps(msg) + "\n").encode())
 
     async def heartbeat(self) -> None:
         iv = self.timing["hb_interval_s"]
@@ -307,13 +324,13 @@ class Member:
         self.killed = True
         if not hard and self.link_w is not None:
             try:
-                self.link_w.write(b'{"bye": true}\n')
+                self.report({"bye": True})
             except Exception:
                 pass
         for w in (self.link_w,):
             if w is not None:
                 (w.transport.abort if hard else w.close)()
-        if getattr(self, "s", None) is not None:
+        if getattr(self, "s", None) is not None and not getattr(self, "one_link", False):
             self.s.close(hard)
 
     async def converge(self, after: int) -> None:
@@ -406,8 +423,7 @@ class Member:
         except Aborted:
             ok = False
         if ok:
-            self.link_w.write((json.dumps({"busy": round(busy, 6), "step": s, "epoch": e})
-                               + "\n").encode())
+            self.report({"busy": round(busy, 6), "step": s, "epoch": e})
         commit = await self.verdict(ok)
         if commit:  # commit_step
             self.step += 1
@@ -562,18 +578,21 @@ def _proc_rss(pid: int) -> int:
     return 0
 
 
-def raise_fd_limit(n: int) -> None:
-    """The coordinator holds two connections per simulated member (front link, store link;
-    a real member holds three or four) and its listeners take half the open-file limit
-    each (``authstore.max_conns``): raise the limit it inherits, or say how far it goes."""
-    need = 2 * (n + 128) + 256
+def raise_fd_limit(n: int, per_member: int = 1) -> None:
+    """The coordinator holds one connection per simulated member (the front link, which
+    carries its store frames: NOTE [one link per member] in authstore; two with
+    ``--two-links``; a real member holds three or four) and the store's own listener
+    keeps half the open-file limit for plain connections (``authstore.max_conns``; the
+    front port borrows what it leaves unused): raise the limit it inherits, or say how far
+    it goes."""
+    need = per_member * (n + 128) + 512
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= need:
         return
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, max(need, hard)))
     except (ValueError, OSError):
-        most = (hard - 256) // 2 - 128
+        most = (hard - 512) // per_member - 128
         raise ValueError(f"--members {n}: the coordinator needs about {need} open files "
                          f"(ulimit -n), this process may raise it only to {hard}: at most "
                          f"{most} members here (raise the hard limit, as root with "
@@ -591,7 +610,7 @@ class Run:
         with open(tf, "w") as f:
             f.write(self.token)
         os.chmod(tf, 0o600)
-        raise_fd_limit(n)
+        raise_fd_limit(n, 2 if args.two_links else 1)
         self.port = _free_port_pair()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
@@ -638,7 +657,8 @@ class Run:
                 "step_s": self.args.step_s, "collective_s": self.args.collective_s,
                 # in flight over all shards: more shards must not mean more at once (a
                 # member's hello must leave it within the coordinator's 5 s window)
-                "connect_concurrency": max(1, self.args.connect_concurrency // k)}
+                "connect_concurrency": max(1, self.args.connect_concurrency // k),
+                "one_link": not self.args.two_links}
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
@@ -896,6 +916,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--store", choices=("embedded", "etcd"), default="embedded",
                    help="the coordinator's state: in its memory, or in a local etcd (Debian's "
                         "etcd-server; one coordinator replica, leading)")
+    p.add_argument("--two-links", action="store_true",
+                   help="each member opens a store connection of its own beside its front "
+                        "link (the coordinator holds two descriptors per member), instead of "
+                        "its store frames on the front link (NOTE [one link per member])")
     p.add_argument("--connect-concurrency", type=int, default=1024,
                    help="admissions in flight, split over the shard processes")
     return p

@@ -33,6 +33,15 @@ has been applied), not the observer's: a burst of control requests (a formation,
 recovery at 3,000 members) used to keep the beats unread in the sockets for longer than the
 heartbeat timeout, and since death is final every member so delayed was lost
 (bench/sim_members.py). A backlog now delays a verdict instead of causing one.
+
+NOTE [one link per member]: a worker whose hello asks for it (``"store_link": true``)
+keeps one connection: after the coordinator's reply the front link carries the store's
+frames (no nonce or proof: the hello's HMAC already proved the token on this connection),
+and its step reports and goodbye as ``REPORT`` / ``BYE`` frames (no reply). The coordinator
+hands the socket to this server (``adopt``), which tells it of reports and of the close
+(``on_link``). The coordinator then holds one descriptor per such worker instead of two
+to four: at 10,000 members two each passed this container's hard ``ulimit -n`` of 20,000
+(bench/sim_members.py). A plain store connection cannot send ``REPORT`` or ``BYE``.
 """
 
 from __future__ import annotations
@@ -75,6 +84,8 @@ HANDSHAKE_S = 5.0
 _LEN = struct.Struct(">I")
 
 SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET, WAIT, BEAT = range(1, 12)
+# only on a front link handed over to the store (NOTE [one link per member]): no reply
+REPORT, BYE = 12, 13
 MAX_WAIT_S = 10.0
 OK, MISSING = 0, 1
 
@@ -165,10 +176,12 @@ class KV:
 
 
 class _Peer:
-    __slots__ = ("nonce", "authed", "buf", "out", "since", "wait", "writing")
+    __slots__ = ("nonce", "authed", "buf", "out", "since", "wait", "writing", "tag", "bye")
 
     def __init__(self, nonce: bytes):
         self.nonce, self.authed, self.buf, self.out = nonce, False, b"", b""
+        self.tag = None  # a front link handed over (``adopt``): the owner's name for it
+        self.bye = False
         self.writing = False  # registered for EVENT_WRITE (a reply did not fit the socket)
         self.since = time.monotonic()
         self.wait = None  # its pending wait_any: [sock, keys, done]
@@ -197,6 +210,12 @@ class StoreServer:
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self.kv.on_write = self._on_write
         self.max_conns = max_conns()
+        # NOTE [one link per member]: front links handed over by the coordinator
+        self.on_link = None  # called (tag, "report", payload) / (tag, "gone", said_bye)
+        self._adopt_q: collections.deque = collections.deque()
+        self._release_q: collections.deque = collections.deque()
+        self._by_tag: dict = {}
+        self.adopted = 0
         self.refused = 0  # connections closed for a failed proof or a protocol error
         self._stop = False
         # NOTE [heartbeats off the request queue]: the store's clock (``caught_up``)
@@ -227,6 +246,7 @@ class StoreServer:
                     self._read(key.fileobj)
                 if mask & selectors.EVENT_WRITE and key.fileobj in self._peers:
                     self._flush(key.fileobj)
+            self._take_links()
             self._wake_written()
             now = time.monotonic()
             while self._deadlines and self._deadlines[0][0] <= now:
@@ -246,6 +266,56 @@ class StoreServer:
         before it has been applied: now while the serving thread waits for input, else the
         start of the last pass it finished (NOTE [heartbeats off the request queue])."""
         return time.monotonic() if self._idle else self._mark
+
+    # -- front links handed over (NOTE [one link per member]) ----------------------------
+    def adopt(self, sock: socket.socket, tag, buf: bytes = b"") -> None:
+        """Serve ``sock``, a front link whose hello the coordinator checked (the token's
+        HMAC over its nonce), as an authenticated store connection from now on: the
+        member's store requests, and ``REPORT`` / ``BYE`` (no reply) passed to ``on_link``
+        with ``tag``, as its close is. Any thread; ``buf``: bytes already read off it."""
+        self._adopt_q.append((sock, tag, buf))
+        self._wake()
+
+    def release(self, tag) -> None:
+        """Close the adopted link ``tag`` without reporting it gone (it was replaced)."""
+        self._release_q.append(tag)
+        self._wake()
+
+    def _wake(self) -> None:
+        if threading.get_ident() != self._thread.ident:
+            try:
+                self._wake_w.send(b"!")
+            except OSError:  # the pipe is full: a wake-up is pending anyway
+                pass
+
+    def _take_links(self) -> None:
+        while self._adopt_q:
+            s, tag, buf = self._adopt_q.popleft()
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            p = _Peer(b"")
+            p.authed, p.tag, p.buf = True, tag, buf
+            self._peers[s] = p
+            self._by_tag[tag] = s
+            self.adopted += 1
+            self._sel.register(s, selectors.EVENT_READ)
+            if buf:
+                try:
+                    self._process(s, p)
+                except Exception:
+                    self._close(s, refused=True)
+        while self._release_q:
+            s = self._by_tag.get(self._release_q.popleft())
+            if s is not None and s in self._peers:
+                self._peers[s].bye = None  # replaced: not gone
+                self._close(s)
+
+    def _link_event(self, tag, kind: str, arg) -> None:
+        if self.on_link is not None:
+            try:
+                self.on_link(tag, kind, arg)
+            except Exception:  # the owner's bug must not stop the store
+                pass
 
     # -- waits (NOTE [scale] above) --------------------------------------------------------
     def _on_write(self, key: bytes) -> None:
@@ -309,7 +379,7 @@ class StoreServer:
             self._admit(s)
 
     def _admit(self, s: socket.socket) -> None:
-        if len(self._peers) >= self.max_conns:
+        if len(self._peers) - self.adopted >= self.max_conns:
             s.close()
             self.refused += 1
             return
@@ -366,6 +436,13 @@ class StoreServer:
                     raise ValueError(f"a beat with {len(f)} fields")
                 self.kv.apply(ADD, [f[0], b"1"])
                 continue
+            if op in (REPORT, BYE):  # a front link's own messages (NOTE [one link per member])
+                if p.tag is None or (op == REPORT and len(f) != 1):
+                    raise ValueError(f"op {op} on a plain store connection")
+                if op == BYE:
+                    p.bye = True
+                self._link_event(p.tag, "report", f[0]) if op == REPORT else None
+                continue
             status, fields = self.kv.apply(op, f)
             self._send(s, p, _pack(status, fields))
 
@@ -396,6 +473,12 @@ class StoreServer:
         if p is not None and p.wait is not None:
             w, p.wait = p.wait, None
             self._answer(w, None)
+        if p is not None and p.tag is not None:
+            self.adopted -= 1
+            if self._by_tag.get(p.tag) is s:
+                del self._by_tag[p.tag]
+            if p.bye is not None:  # None: released (replaced), not gone
+                self._link_event(p.tag, "gone", p.bye)
         try:
             self._sel.unregister(s)
         except (KeyError, ValueError):
