@@ -107,6 +107,7 @@ class Store:
 
     def __init__(self, pre: bytes, stats: dict):
         self.pre, self.stats, self.lock = pre, stats, asyncio.Lock()
+        self.sent = 0  # this member's requests (beats not counted)
         self.r = self.w = None
 
     async def open(self, host: str, port: int, token: str) -> None:
@@ -126,6 +127,7 @@ class Store:
             body = await self.r.readexactly(n)
         s = self.stats
         s["requests"] += 1
+        self.sent += 1
         if hb:
             s["hb"] += 1
             s["hb_bytes"] += len(frame) + 4 + n
@@ -167,6 +169,11 @@ class Store:
         ms = str(int(timeout_s * 1000)).encode()
         st, f = await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
         return int(f[0]) if st == A.OK else None
+
+    async def wait_value(self, keys: list[str], timeout_s: float) -> tuple[int, bytes] | None:
+        ms = str(int(timeout_s * 1000)).encode()
+        st, f = await self.call(A.WAITV, [ms] + [self.k(x) for x in keys])
+        return (int(f[0]), f[1]) if st == A.OK else None
 
     def close(self, hard: bool) -> None:
         if self.w is not None:
@@ -264,11 +271,13 @@ class Member:
             self.shard.event("admitted", self.idx, self.member)
             self.hb_task = asyncio.ensure_future(self.heartbeat())
             t0 = time.monotonic()
-            while await self.record(0) is None:  # env.join
-                if time.monotonic() - t0 > self.timing["join_timeout_s"]:
+            rec = None
+            while rec is None:  # env.join: the wait answers with the record (NOTE [one read])
+                got = await self.s.wait_value([cp.key_epoch(0)], 1.0)
+                rec = json.loads(got[1]) if got else None
+                if rec is None and time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
-                await self.s.wait_any([cp.key_epoch(0)], 1.0)
-            await self.converge(after=-1)
+            await self.converge(after=-1, known=(0, rec))
             while True:
                 await self.one_step()
         except Excluded as e:
@@ -333,7 +342,7 @@ class Member:
         if getattr(self, "s", None) is not None and not getattr(self, "one_link", False):
             self.s.close(hard)
 
-    async def converge(self, after: int) -> None:
+    async def converge(self, after: int, known: tuple | None = None) -> None:
         t = self.timing
         settle: dict[int, float] = {}
         t0 = time.monotonic()
@@ -342,6 +351,16 @@ class Member:
                 raise Killed()
             if time.monotonic() - t0 > t["join_timeout_s"]:
                 raise RuntimeError("membership did not converge")
+            if known is not None:  # membership.converge's first look with a known record
+                (e, rec), known = known, None
+                if e > after and self.member in rec["members"] and await self.s.wait_value(
+                        [cp.key_dead(self.member), cp.key_epoch(e + 1), cp.key_abort(e)],
+                        0) is None:
+                    try:
+                        await self.form(e, rec)
+                        return
+                    except Aborted:
+                        continue
             if await self.s.check([cp.key_dead(self.member)]):
                 raise Excluded(f"member {self.member} was declared dead")
             latest = await self.latest_epoch()
@@ -376,12 +395,9 @@ class Member:
         mine = await self.s.add(cp.key_ready_count(e), 1)
         t0 = time.monotonic()
         plan_key = cp.key_plan(e)
-        while True:  # membership.meet
+        while True:  # membership.meet (_meet_on_news: NOTE [one read])
             if self.killed:
                 raise Killed()
-            if (raw := await self.s.get(plan_key)) is not None:
-                src, _ = decode_plan(raw.decode(), n)
-                break
             late = time.monotonic() - t0 > t["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
                     and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
@@ -390,18 +406,24 @@ class Member:
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
                 src, _ = decode_plan(won.decode(), n)
                 break
-            if await self.aborted(e):
+            got = await self.s.wait_value([plan_key, cp.key_abort(e),  # NOTE [waits on news]
+                                           f"{cp.ROOT}deadlist/{self.dead_seen}",
+                                           f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
+            if got is not None and got[0] == 0:
+                src, _ = decode_plan(got[1].decode(), n)
+                break
+            if got is not None and got[0] == 1:
                 raise Aborted()
             gone = await self.departed(members)
             if gone or time.monotonic() - t0 > t["join_timeout_s"]:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
-            await self.s.wait_any([plan_key, cp.key_abort(e),  # NOTE [waits on news]
-                                   f"{cp.ROOT}deadlist/{self.dead_seen}",
-                                   f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
+        if e == 0:  # requests from admission to epoch 0 formed (the store link's)
+            self.shard.stats["form_req"] += self.s.sent
+            self.shard.stats["form_n"] += 1
         self.shard.event("formed", self.idx, self.member, e, time.time(), len(members))
 
     async def sliced_wait(self, seconds: float) -> None:
@@ -474,7 +496,8 @@ class Shard:
         self.conn, self.spec = conn, spec
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
-        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0}
+        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0,
+                      "form_req": 0, "form_n": 0}
         self.out: list = []
         self.stopping = False
         self.frozen = None
@@ -635,6 +658,7 @@ class Run:
         self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
         self.rss0 = _proc_rss(self.coord.pid)
+        self.fds0 = len(os.listdir(f"/proc/{self.coord.pid}/fd"))
 
     def _wait_listening(self) -> None:
         end = time.monotonic() + 60
@@ -772,6 +796,12 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["formed_s"] = t_formed - run.t_go
         out["epoch0_members"] = len(rec0["members"])
         out["form_cpu_s"] = _proc_cpu(pid) - cpu0
+        out["form_cores"] = out["form_cpu_s"] / out["formed_s"]
+        time.sleep(0.1)
+        run.pump()
+        fr = sum(s.get("form_req", 0) for s in run.shard_stats.values())
+        fn = sum(s.get("form_n", 0) for s in run.shard_stats.values())
+        out["form_requests_per_member"] = fr / fn if fn else None
         ids = sorted(run.id_of.values())
         assert sorted(rec0["members"]) == ids, "epoch 0 is not every admitted member"
 
@@ -803,6 +833,9 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["steady_requests_per_member_step"] = req / n / steps if steps else None
         out["heartbeats_per_s"] = hb / (t1 - t0)
         out["bytes_per_heartbeat"] = hbb / hb if hb else None
+        out["coordinator_fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+        out["coordinator_fds_per_member"] = (out["coordinator_fds"] - run.fds0) / n
+        out["shard_fds_max"] = max(len(os.listdir(f"/proc/{p.pid}/fd")) for p, _ in run.shards)
         rss = _proc_rss(pid)
         out["coordinator_rss_mib"] = rss / 2**20
         out["rss_per_member_kib"] = (rss - run.rss0) / n / 1024
@@ -877,6 +910,9 @@ def table(rows: list[dict]) -> str:
             ("kill_formed_s", "kill->formed s", "{:.3f}"),
             ("straggler_evicted_s", "straggler evicted s", "{:.2f}"),
             ("straggler_formed_after_verdict_s", "evicted->formed s", "{:.3f}"),
+            ("form_cores", "coord cores formation", "{:.2f}"),
+            ("form_requests_per_member", "req/member to form 0", "{:.1f}"),
+            ("coordinator_fds_per_member", "coord fds/member", "{:.2f}"),
             ("steady_cores", "coord cores", "{:.2f}"), ("sim_cores", "sim cores", "{:.2f}"),
             ("steady_steps", "steps", "{:d}"), ("store_keys_per_step", "keys/step", "{:.0f}"),
             ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),

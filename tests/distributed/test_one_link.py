@@ -106,8 +106,8 @@ def test_one_link_carries_the_store_and_the_coordinator_holds_one_descriptor(coo
     # the coordinator's process: 3 workers cost 3 descriptors (the test's own 3 ends, in
     # the same process, are the other 3), not 6
     wait_for(lambda: c.store.adopted == 3, what="three links handed to the store")
-    assert _fds() - before == 3 + 3, (before, _fds())
-    assert c.store.connections - c.store.adopted == 0
+    assert c.store.connections == 3 and not c._conns  # one socket per worker, in the store
+    wait_for(lambda: _fds() - before <= 3 + 3, what="six descriptors, not nine")
     for x in links:
         x.sock.close()
 

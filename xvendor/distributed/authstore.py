@@ -86,6 +86,8 @@ _LEN = struct.Struct(">I")
 SET, GET, ADD, CAS, CHECK, MGET, DEL, NUM, MSET, WAIT, BEAT = range(1, 12)
 # only on a front link handed over to the store (NOTE [one link per member]): no reply
 REPORT, BYE = 12, 13
+# ``WAIT`` whose answer carries the present key's value: [index, value] (NOTE [one read])
+WAITV = 14
 MAX_WAIT_S = 10.0
 OK, MISSING = 0, 1
 
@@ -334,7 +336,15 @@ class StoreServer:
             for w in list(self._waiters.get(key, {}).values()):
                 self._answer(w, w[1].index(key))
 
-    def _start_wait(self, s: socket.socket, p: _Peer, f: list[bytes]) -> None:
+    def _found(self, keys: list[bytes], i: int, value: bool) -> bytes:
+        """The answer to a wait whose key ``i`` exists (with its value for ``WAITV``)."""
+        if not value:
+            return _pack(OK, [str(i).encode()])
+        st, got = self.kv.apply(GET, [keys[i]])
+        return _pack(OK, [str(i).encode(), got[0] if st == OK else b""])
+
+    def _start_wait(self, s: socket.socket, p: _Peer, f: list[bytes],
+                    value: bool = False) -> None:
         if p.wait is not None:
             raise ValueError("a second wait on one connection")
         if not f:
@@ -342,9 +352,10 @@ class StoreServer:
         timeout, keys = min(int(f[0]) / 1000, MAX_WAIT_S), f[1:]
         i = self.kv.first_present(keys)
         if i is not None or timeout <= 0 or not keys:
-            self._send(s, p, _pack(OK, [str(i).encode()]) if i is not None else _pack(MISSING, []))
+            self._send(s, p, self._found(keys, i, value) if i is not None
+                       else _pack(MISSING, []))
             return
-        w = p.wait = [s, keys, False]
+        w = p.wait = [s, keys, False, value]
         for k in keys:
             self._waiters.setdefault(k, {})[id(w)] = w
         heapq.heappush(self._deadlines, (time.monotonic() + timeout, id(w), w))
@@ -367,7 +378,7 @@ class StoreServer:
         if p is None or p.wait is not w:
             return
         p.wait = None
-        self._send(w[0], p, _pack(OK, [str(index).encode()]) if index is not None
+        self._send(w[0], p, self._found(w[1], index, w[3]) if index is not None
                    else _pack(MISSING, []))
 
     def _accept(self) -> None:
@@ -428,8 +439,8 @@ class StoreServer:
                 return
             body, p.buf = p.buf[4:4 + n], p.buf[4 + n:]
             op, f = _unpack(body)
-            if op == WAIT:
-                self._start_wait(s, p, f)
+            if op in (WAIT, WAITV):
+                self._start_wait(s, p, f, op == WAITV)
                 continue
             if op == BEAT:  # no reply (NOTE [heartbeats off the request queue])
                 if len(f) != 1:
@@ -649,6 +660,14 @@ class AuthStore(dist.Store):
         status, f = self._call(WAIT, [ms] + [self._k(k) for k in keys])
         return int(f[0]) if status == OK else None
 
+    def wait_value(self, keys, timeout_s: float) -> tuple[int, bytes] | None:
+        """``wait_any`` whose answer carries the present key's value, (index, value): a
+        wait then a read in one request (NOTE [one read] in membership). ``timeout_s`` 0:
+        which of ``keys`` exists now (the first), and its value, at once."""
+        ms = str(max(0, int(min(timeout_s, MAX_WAIT_S) * 1000))).encode()
+        status, f = self._call(WAITV, [ms] + [self._k(k) for k in keys])
+        return (int(f[0]), f[1]) if status == OK else None
+
     def num_keys(self) -> int:
         return int(self._call(NUM, [])[1][0])
 
@@ -714,3 +733,10 @@ class LocalStore(AuthStore):
             if i is not None or time.monotonic() >= end:
                 return i
             time.sleep(0.005)
+
+    def wait_value(self, keys, timeout_s: float) -> tuple[int, bytes] | None:
+        i = self.wait_any(keys, timeout_s)
+        if i is None:
+            return None
+        st, got = self._kv.apply(GET, [self._k(keys[i])])
+        return i, (got[0] if st == OK else b"")
