@@ -273,7 +273,7 @@ class Member:
             t0 = time.monotonic()
             rec = None
             while rec is None:  # env.join: the wait answers with the record (NOTE [one read])
-                got = await self.s.wait_value([cp.key_epoch(0)], 1.0)
+                got = await self.s.wait_value([cp.key_epoch(0)], 5.0)
                 rec = json.loads(got[1]) if got else None
                 if rec is None and time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
