@@ -167,9 +167,13 @@ class Coordinator:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
+            # the beats' own record where the state is this process's (NOTE [beats in
+            # arrival order] in authstore); a replicated store's is scanned as before
+            beats = self._kv if type(self._kv) is authstore.KV else None
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
                                                            incarnation=self.incarnation,
-                                                           clock=self.store.caught_up))
+                                                           clock=self.store.caught_up,
+                                                           beats=beats))
             # NOTE [replicated state]: with ``--store etcd://`` a new leader finds the lane's
             # epochs and verdicts already in the store (etcdstore); none in memory
             if ctl.record(0) is not None:
