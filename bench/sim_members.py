@@ -28,7 +28,9 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
   - admission on the front port: the coordinator's greeting, the real ``wire.hello`` (token
     HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
     for the member's life and carries its busy report per step and a goodbye at the end;
-  - the token-guarded store link (``authstore``: nonce, proof, the same frames), on which:
+  - the store link (``authstore``'s frames; by default the front link itself after the
+    reply, NOTE [one link per member]; with ``--two-links`` a connection of its own with
+    the nonce and proof), on which:
     its pid key and heartbeat counter (``control.Heartbeat``: a ``BEAT`` frame, no reply,
     every ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
@@ -52,12 +54,15 @@ even while a control request of the member waits for its own). Many members shar
 ``--store etcd``: the coordinator keeps its state in a local etcd (one replica, leading;
 ``etcdstore.LocalEtcd``, Debian's etcd-server binary) instead of its memory.
 
-Descriptors: the coordinator holds two per simulated member and its listeners are sized from
-its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
-where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
-fit. ``--connect-concurrency`` bounds the admissions in flight, split over the shards (a member
-that sends no hello within the coordinator's 5 s handshake window is closed; one it sent in
-time is read however late: NOTE [late hellos] in authstore).
+Descriptors: the coordinator holds one per simulated member: its hello asks for
+``store_link`` and its front link then carries its store frames, step reports and goodbye
+(NOTE [one link per member] in authstore; ``--two-links``: a store connection of its own
+beside it, two per member, as before). The bench raises the open-file limit it inherits
+to about N + 640, and where the hard limit forbids it (a container without
+CAP_SYS_RESOURCE) says how many members fit. Each shard holds one descriptor per member of
+its own (1,000 per shard). ``--connect-concurrency`` bounds the admissions in flight, split
+over the shards (a member that sends no hello within the coordinator's 5 s handshake window
+is closed; one it sent in time is read however late: NOTE [late hellos] in authstore).
 """
 
 from __future__ import annotations

@@ -13,10 +13,11 @@ binary protocol on the wire, where every connection must first prove it holds th
 
 A wrong proof, a frame longer than ``MAX_FRAME``, an unknown op or malformed fields close
 that connection and change nothing; so does silence before the proof for ``HANDSHAKE_S``.
-At most ``max_conns()`` connections are held (half the process's open-file limit, at least
-``MAX_CONNS``: a member holds two or three, and 10,000 members need ``ulimit -n`` past 30,000;
-the front port counts its own the same way); more are closed on accept. The token never
-crosses the wire and is never logged.
+At most ``max_conns()`` plain connections are held (half the process's open-file limit, at
+least ``MAX_CONNS``: a real member holds two or three besides its front link); more are
+closed on accept. Front links handed over (NOTE [one link per member]) are the front port's
+to count: it may use what this listener leaves unused. The token never crosses the wire and
+is never logged.
 
 Waiting reads (``get`` of a missing key, ``wait``) poll on the client. One request waits on
 the server: ``wait_any(keys, timeout)`` is answered as soon as one of the keys exists (its

@@ -28,8 +28,11 @@ NOTE [scale]: one Python process serves every member (10,000 simulated ones in
 still in their handshake are kept apart (the silent-client sweep looks at them only), a
 replaced link is found by its member id, epoch 0's founders are counted only once enough
 arrived, and a step report costs O(1) (each epoch's record is parsed once; reports are
-counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), and the
-listeners hold as many connections as the open-file limit allows (``authstore.max_conns``).
+counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), the
+heartbeat scan reads only the silent members (NOTE [beats in arrival order] in authstore),
+a worker may keep one connection for admission, liveness and the store (NOTE [one link per
+member] in authstore: one descriptor per worker), and the listeners hold as many
+connections as the open-file limit allows (``authstore.max_conns``).
 
 With ``--store etcd://...`` the state lives in etcd v3 and two or three replicas take
 turns leading (``etcdstore``: election, fencing, adoption; NOTE [replicated state]); workers
