@@ -253,8 +253,8 @@ class Member:
         dead, left = await self.dead_list(), await self.left_list()
         if not dead and not left:
             return set()
-        if self._members_set[0] is not members:
-            self._members_set = (members, set(members))
+        if self._members_set[0] is not members:  # one set per shard and epoch (a set of
+            self._members_set = self.shard.member_set(members)  # 10,000 is ~0.5 MB)
         inside = self._members_set[1]
         return {m for m in dead if m in inside} | {m for m in left if m in inside}
 
@@ -356,11 +356,17 @@ class Member:
                 raise Killed()
             if time.monotonic() - t0 > t["join_timeout_s"]:
                 raise RuntimeError("membership did not converge")
+            if known is None and after >= 0:  # membership._next_epoch
+                got = await self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(after + 2),
+                                               cp.key_abort(after + 1),
+                                               cp.key_epoch(after + 1)], 0)
+                if got and got[0] == 3:
+                    known = (after + 1, self.shard.parse(got[1]), True)
             if known is not None:  # membership.converge's first look with a known record
-                (e, rec), known = known, None
-                if e > after and self.member in rec["members"] and await self.s.wait_value(
-                        [cp.key_dead(self.member), cp.key_epoch(e + 1), cp.key_abort(e)],
-                        0) is None:
+                (e, rec, checked), known = (tuple(known) + (False,))[:3], None
+                if e > after and self.member in rec["members"] and (checked or await
+                        self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(e + 1),
+                                           cp.key_abort(e)], 0) is None):
                     try:
                         await self.form(e, rec)
                         return
@@ -508,6 +514,7 @@ class Shard:
         self.frozen = None
         self._parsed: dict = {}
         self._plans: dict = {}
+        self._sets: dict = {}
 
     def parse(self, raw: bytes) -> dict:
         """An epoch record, parsed once per shard: every member of a shard reads the same
@@ -519,6 +526,15 @@ class Shard:
             if len(self._parsed) > 8:
                 self._parsed.clear()
             got = self._parsed[raw] = json.loads(raw)
+        return got
+
+    def member_set(self, members: list) -> tuple:
+        """(members, set(members)), shared by the shard's members (as ``parse``)."""
+        got = self._sets.get(id(members))
+        if got is None or got[0] is not members:
+            if len(self._sets) > 8:
+                self._sets.clear()
+            got = self._sets[id(members)] = (members, set(members))
         return got
 
     def plan_src(self, raw: bytes, n: int):
@@ -596,7 +612,15 @@ class Shard:
 
 def _shard_main(conn, spec: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    asyncio.run(Shard(conn, spec).main())
+    try:
+        asyncio.run(Shard(conn, spec).main())
+    except BaseException:  # say why before the pipe closes (the parent reports it)
+        import traceback
+        try:
+            conn.send(("crashed", traceback.format_exc()[-3000:]))
+        except Exception:
+            pass
+        raise
 
 
 # -- the parent: coordinator, shards, phases -------------------------------------------------
@@ -733,7 +757,13 @@ class Run:
         for a in ready:
             j = [x for _, x in self.shards].index(a)
             while a.poll():
-                msg = a.recv()
+                try:
+                    msg = a.recv()
+                except (EOFError, OSError):
+                    raise RuntimeError(f"shard {j} exited (code "
+                                       f"{self.shards[j][0].exitcode})") from None
+                if msg[0] == "crashed":
+                    raise RuntimeError(f"shard {j} crashed: {msg[1]}")
                 if msg[0] != "events":
                     continue
                 self.shard_stats[j] = msg[2]
