@@ -61,7 +61,7 @@ import time
 from dataclasses import dataclass, field
 
 
-from . import authstore
+from . import authstore, storewire
 from . import control as cp
 from . import wire
 from .control import Timing
@@ -232,7 +232,7 @@ class Coordinator:
         What arrived is read first: silence is the client's, not this loop's (NOTE [late
         hellos] in authstore)."""
         for sock, c in list(self._pending.items()):
-            if now - c.since <= authstore.HANDSHAKE_S:
+            if now - c.since <= storewire.HANDSHAKE_S:
                 break
             if sock in self._pending:
                 try:
