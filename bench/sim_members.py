@@ -28,7 +28,9 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
   - admission on the front port: the coordinator's greeting, the real ``wire.hello`` (token
     HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
     for the member's life and carries its busy report per step and a goodbye at the end;
-  - the token-guarded store link (``authstore``: nonce, proof, the same frames), on which:
+  - the store link (``authstore``'s frames; by default the front link itself after the
+    reply, NOTE [one link per member]; with ``--two-links`` a connection of its own with
+    the nonce and proof), on which:
     its pid key and heartbeat counter (``control.Heartbeat``: a ``BEAT`` frame, no reply,
     every ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
@@ -52,12 +54,15 @@ even while a control request of the member waits for its own). Many members shar
 ``--store etcd``: the coordinator keeps its state in a local etcd (one replica, leading;
 ``etcdstore.LocalEtcd``, Debian's etcd-server binary) instead of its memory.
 
-Descriptors: the coordinator holds two per simulated member and its listeners are sized from
-its open-file limit (``authstore.max_conns``); the bench raises the limit it inherits, and
-where the hard limit forbids it (a container without CAP_SYS_RESOURCE) says how many members
-fit. ``--connect-concurrency`` bounds the admissions in flight, split over the shards (a member
-that sends no hello within the coordinator's 5 s handshake window is closed; one it sent in
-time is read however late: NOTE [late hellos] in authstore).
+Descriptors: the coordinator holds one per simulated member: its hello asks for
+``store_link`` and its front link then carries its store frames, step reports and goodbye
+(NOTE [one link per member] in authstore; ``--two-links``: a store connection of its own
+beside it, two per member, as before). The bench raises the open-file limit it inherits
+to about N + 640, and where the hard limit forbids it (a container without
+CAP_SYS_RESOURCE) says how many members fit. Each shard holds one descriptor per member of
+its own (1,000 per shard). ``--connect-concurrency`` bounds the admissions in flight, split
+over the shards (a member that sends no hello within the coordinator's 5 s handshake window
+is closed; one it sent in time is read however late: NOTE [late hellos] in authstore).
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
 from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
 
-PER_SHARD = 1000  # members per shard process (two sockets each); more, and one busy event loop
+PER_SHARD = 1000  # members per shard process (one or two sockets each); more, and one busy event loop
 # delays the heartbeats of too many members (``Shard.lag``)
 
 
@@ -107,6 +112,7 @@ class Store:
 
     def __init__(self, pre: bytes, stats: dict):
         self.pre, self.stats, self.lock = pre, stats, asyncio.Lock()
+        self.sent = 0  # this member's requests (beats not counted)
         self.r = self.w = None
 
     async def open(self, host: str, port: int, token: str) -> None:
@@ -126,6 +132,7 @@ class Store:
             body = await self.r.readexactly(n)
         s = self.stats
         s["requests"] += 1
+        self.sent += 1
         if hb:
             s["hb"] += 1
             s["hb_bytes"] += len(frame) + 4 + n
@@ -168,6 +175,11 @@ class Store:
         st, f = await self.call(A.WAIT, [ms] + [self.k(x) for x in keys])
         return int(f[0]) if st == A.OK else None
 
+    async def wait_value(self, keys: list[str], timeout_s: float) -> tuple[int, bytes] | None:
+        ms = str(int(timeout_s * 1000)).encode()
+        st, f = await self.call(A.WAITV, [ms] + [self.k(x) for x in keys])
+        return (int(f[0]), f[1]) if st == A.OK else None
+
     def close(self, hard: bool) -> None:
         if self.w is not None:
             (self.w.transport.abort if hard else self.w.close)()
@@ -191,7 +203,7 @@ class Member:
     # control-plane reads, as ``Control`` does them
     async def record(self, e: int) -> dict | None:
         raw = await self.s.get(cp.key_epoch(e))  # Control.get: one GET (try_get)
-        return json.loads(raw) if raw is not None else None
+        return self.shard.parse(raw) if raw is not None else None
 
     async def latest_epoch(self) -> int:
         raw = await self.s.get(cp.KEY_LATEST)
@@ -241,8 +253,8 @@ class Member:
         dead, left = await self.dead_list(), await self.left_list()
         if not dead and not left:
             return set()
-        if self._members_set[0] is not members:
-            self._members_set = (members, set(members))
+        if self._members_set[0] is not members:  # one set per shard and epoch (a set of
+            self._members_set = self.shard.member_set(members)  # 10,000 is ~0.5 MB)
         inside = self._members_set[1]
         return {m for m in dead if m in inside} | {m for m in left if m in inside}
 
@@ -255,17 +267,22 @@ class Member:
             async with self.shard.connect_slots:
                 await self.admit(sp)
                 self.s = Store(f"{self.prefix}/".encode(), self.shard.stats)
-                await self.s.open(sp["host"], self.store_port, sp["token"])
+                if self.one_link:  # NOTE [one link per member] in authstore
+                    self.s.r, self.s.w = self.link_r, self.link_w
+                else:
+                    await self.s.open(sp["host"], self.store_port, sp["token"])
                 await self.s.set(cp.key_pid(self.member), str(os.getpid()))
                 await self.s.add(cp.key_hb(self.member), 1, hb=True)
             self.shard.event("admitted", self.idx, self.member)
             self.hb_task = asyncio.ensure_future(self.heartbeat())
             t0 = time.monotonic()
-            while await self.record(0) is None:  # env.join
-                if time.monotonic() - t0 > self.timing["join_timeout_s"]:
+            rec = None
+            while rec is None:  # env.join: the wait answers with the record (NOTE [one read])
+                got = await self.s.wait_value([cp.key_epoch(0)], 5.0)
+                rec = self.shard.parse(got[1]) if got else None
+                if rec is None and time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
-                await self.s.wait_any([cp.key_epoch(0)], 1.0)
-            await self.converge(after=-1)
+            await self.converge(after=-1, known=(0, rec))
             while True:
                 await self.one_step()
         except Excluded as e:
@@ -283,6 +300,8 @@ class Member:
         greet = json.loads(await r.readline())
         hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
                            restart=0, fingerprint=None)
+        if sp["one_link"]:
+            hello["store_link"] = True
         w.write((json.dumps(hello) + "\n").encode())
         reply = json.loads(await r.readline())
         if not reply.get("ok"):
@@ -291,6 +310,18 @@ class Member:
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], reply["timing"]
         self.incarnation = reply.get("incarnation")
+        self.one_link = bool(reply.get("store_link"))
+        if sp["one_link"] and not self.one_link:
+            raise RuntimeError("the coordinator did not grant one link per member")
+
+    def report(self, msg: dict) -> None:
+        """A step report (busy time) or a goodbye on the front link: JSON lines, or store
+        frames once the link carries the store (NOTE [one link per member])."""
+        if self.one_link:
+            self.s.w.write(A._pack(A.BYE, []) if msg.get("bye") else
+                           A._pack(A.REPORT, [json.dumps(msg).encode()]))
+        else:
+            self.link_w.write((json.dumps(msg) + "\n").encode())
 
     async def heartbeat(self) -> None:
         iv = self.timing["hb_interval_s"]
@@ -307,16 +338,16 @@ class Member:
         self.killed = True
         if not hard and self.link_w is not None:
             try:
-                self.link_w.write(b'{"bye": true}\n')
+                self.report({"bye": True})
             except Exception:
                 pass
         for w in (self.link_w,):
             if w is not None:
                 (w.transport.abort if hard else w.close)()
-        if getattr(self, "s", None) is not None:
+        if getattr(self, "s", None) is not None and not getattr(self, "one_link", False):
             self.s.close(hard)
 
-    async def converge(self, after: int) -> None:
+    async def converge(self, after: int, known: tuple | None = None) -> None:
         t = self.timing
         settle: dict[int, float] = {}
         t0 = time.monotonic()
@@ -325,6 +356,22 @@ class Member:
                 raise Killed()
             if time.monotonic() - t0 > t["join_timeout_s"]:
                 raise RuntimeError("membership did not converge")
+            if known is None and after >= 0:  # membership._next_epoch
+                got = await self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(after + 2),
+                                               cp.key_abort(after + 1),
+                                               cp.key_epoch(after + 1)], 0)
+                if got and got[0] == 3:
+                    known = (after + 1, self.shard.parse(got[1]), True)
+            if known is not None:  # membership.converge's first look with a known record
+                (e, rec, checked), known = (tuple(known) + (False,))[:3], None
+                if e > after and self.member in rec["members"] and (checked or await
+                        self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(e + 1),
+                                           cp.key_abort(e)], 0) is None):
+                    try:
+                        await self.form(e, rec)
+                        return
+                    except Aborted:
+                        continue
             if await self.s.check([cp.key_dead(self.member)]):
                 raise Excluded(f"member {self.member} was declared dead")
             latest = await self.latest_epoch()
@@ -359,32 +406,35 @@ class Member:
         mine = await self.s.add(cp.key_ready_count(e), 1)
         t0 = time.monotonic()
         plan_key = cp.key_plan(e)
-        while True:  # membership.meet
+        while True:  # membership.meet (_meet_on_news: NOTE [one read])
             if self.killed:
                 raise Killed()
-            if (raw := await self.s.get(plan_key)) is not None:
-                src, _ = decode_plan(raw.decode(), n)
-                break
             late = time.monotonic() - t0 > t["hb_timeout_s"]
             if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
                     and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
                 flags = await self.s.multi_get(keys)
                 src, need = plan_transfer([f.decode() for f in flags])
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
-                src, _ = decode_plan(won.decode(), n)
+                src = self.shard.plan_src(won, n)
                 break
-            if await self.aborted(e):
+            got = await self.s.wait_value([plan_key, cp.key_abort(e),  # NOTE [waits on news]
+                                           f"{cp.ROOT}deadlist/{self.dead_seen}",
+                                           f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
+            if got is not None and got[0] == 0:
+                src = self.shard.plan_src(got[1], n)
+                break
+            if got is not None and got[0] == 1:
                 raise Aborted()
             gone = await self.departed(members)
             if gone or time.monotonic() - t0 > t["join_timeout_s"]:
                 await self.abort(e, f"members {sorted(gone)} will not arrive at epoch {e}")
                 raise Aborted()
-            await self.s.wait_any([plan_key, cp.key_abort(e),  # NOTE [waits on news]
-                                   f"{cp.ROOT}deadlist/{self.dead_seen}",
-                                   f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
         if src is None:
             raise RuntimeError(f"epoch {e}: no member holds state")
         self.epoch, self.members, self.record_ = e, members, rec
+        if e == 0:  # requests from admission to epoch 0 formed (the store link's)
+            self.shard.stats["form_req"] += self.s.sent
+            self.shard.stats["form_n"] += 1
         self.shard.event("formed", self.idx, self.member, e, time.time(), len(members))
 
     async def sliced_wait(self, seconds: float) -> None:
@@ -406,8 +456,7 @@ class Member:
         except Aborted:
             ok = False
         if ok:
-            self.link_w.write((json.dumps({"busy": round(busy, 6), "step": s, "epoch": e})
-                               + "\n").encode())
+            self.report({"busy": round(busy, 6), "step": s, "epoch": e})
         commit = await self.verdict(ok)
         if commit:  # commit_step
             self.step += 1
@@ -458,10 +507,44 @@ class Shard:
         self.conn, self.spec = conn, spec
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
-        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0}
+        self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0,
+                      "form_req": 0, "form_n": 0}
         self.out: list = []
         self.stopping = False
         self.frozen = None
+        self._parsed: dict = {}
+        self._plans: dict = {}
+        self._sets: dict = {}
+
+    def parse(self, raw: bytes) -> dict:
+        """An epoch record, parsed once per shard: every member of a shard reads the same
+        O(n)-byte record, and a real member parses its own in its own process; here 1,000
+        parses of it on one loop cost the simulator, not the protocol (at 10,000 members
+        ~0.6 ms each). Read-only for the members."""
+        got = self._parsed.get(raw)
+        if got is None:
+            if len(self._parsed) > 8:
+                self._parsed.clear()
+            got = self._parsed[raw] = json.loads(raw)
+        return got
+
+    def member_set(self, members: list) -> tuple:
+        """(members, set(members)), shared by the shard's members (as ``parse``)."""
+        got = self._sets.get(id(members))
+        if got is None or got[0] is not members:
+            if len(self._sets) > 8:
+                self._sets.clear()
+            got = self._sets[id(members)] = (members, set(members))
+        return got
+
+    def plan_src(self, raw: bytes, n: int):
+        """``decode_plan``'s source member, once per shard (as ``parse``: O(n) each)."""
+        key = (raw, n)
+        if key not in self._plans:
+            if len(self._plans) > 8:
+                self._plans.clear()
+            self._plans[key] = decode_plan(raw.decode(), n)[0]
+        return self._plans[key]
 
     def event(self, *ev) -> None:
         self.out.append(ev)
@@ -529,7 +612,15 @@ class Shard:
 
 def _shard_main(conn, spec: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    asyncio.run(Shard(conn, spec).main())
+    try:
+        asyncio.run(Shard(conn, spec).main())
+    except BaseException:  # say why before the pipe closes (the parent reports it)
+        import traceback
+        try:
+            conn.send(("crashed", traceback.format_exc()[-3000:]))
+        except Exception:
+            pass
+        raise
 
 
 # -- the parent: coordinator, shards, phases -------------------------------------------------
@@ -562,18 +653,21 @@ def _proc_rss(pid: int) -> int:
     return 0
 
 
-def raise_fd_limit(n: int) -> None:
-    """The coordinator holds two connections per simulated member (front link, store link;
-    a real member holds three or four) and its listeners take half the open-file limit
-    each (``authstore.max_conns``): raise the limit it inherits, or say how far it goes."""
-    need = 2 * (n + 128) + 256
+def raise_fd_limit(n: int, per_member: int = 1) -> None:
+    """The coordinator holds one connection per simulated member (the front link, which
+    carries its store frames: NOTE [one link per member] in authstore; two with
+    ``--two-links``; a real member holds three or four) and the store's own listener
+    keeps half the open-file limit for plain connections (``authstore.max_conns``; the
+    front port borrows what it leaves unused): raise the limit it inherits, or say how far
+    it goes."""
+    need = per_member * (n + 128) + 512
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft >= need:
         return
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, max(need, hard)))
     except (ValueError, OSError):
-        most = (hard - 256) // 2 - 128
+        most = (hard - 512) // per_member - 128
         raise ValueError(f"--members {n}: the coordinator needs about {need} open files "
                          f"(ulimit -n), this process may raise it only to {hard}: at most "
                          f"{most} members here (raise the hard limit, as root with "
@@ -591,7 +685,7 @@ class Run:
         with open(tf, "w") as f:
             f.write(self.token)
         os.chmod(tf, 0o600)
-        raise_fd_limit(n)
+        raise_fd_limit(n, 2 if args.two_links else 1)
         self.port = _free_port_pair()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
@@ -616,6 +710,7 @@ class Run:
         self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
         self.rss0 = _proc_rss(self.coord.pid)
+        self.fds0 = len(os.listdir(f"/proc/{self.coord.pid}/fd"))
 
     def _wait_listening(self) -> None:
         end = time.monotonic() + 60
@@ -638,7 +733,8 @@ class Run:
                 "step_s": self.args.step_s, "collective_s": self.args.collective_s,
                 # in flight over all shards: more shards must not mean more at once (a
                 # member's hello must leave it within the coordinator's 5 s window)
-                "connect_concurrency": max(1, self.args.connect_concurrency // k)}
+                "connect_concurrency": max(1, self.args.connect_concurrency // k),
+                "one_link": not self.args.two_links}
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
@@ -661,7 +757,13 @@ class Run:
         for a in ready:
             j = [x for _, x in self.shards].index(a)
             while a.poll():
-                msg = a.recv()
+                try:
+                    msg = a.recv()
+                except (EOFError, OSError):
+                    raise RuntimeError(f"shard {j} exited (code "
+                                       f"{self.shards[j][0].exitcode})") from None
+                if msg[0] == "crashed":
+                    raise RuntimeError(f"shard {j} crashed: {msg[1]}")
                 if msg[0] != "events":
                     continue
                 self.shard_stats[j] = msg[2]
@@ -752,6 +854,12 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["formed_s"] = t_formed - run.t_go
         out["epoch0_members"] = len(rec0["members"])
         out["form_cpu_s"] = _proc_cpu(pid) - cpu0
+        out["form_cores"] = out["form_cpu_s"] / out["formed_s"]
+        time.sleep(0.1)
+        run.pump()
+        fr = sum(s.get("form_req", 0) for s in run.shard_stats.values())
+        fn = sum(s.get("form_n", 0) for s in run.shard_stats.values())
+        out["form_requests_per_member"] = fr / fn if fn else None
         ids = sorted(run.id_of.values())
         assert sorted(rec0["members"]) == ids, "epoch 0 is not every admitted member"
 
@@ -783,6 +891,9 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["steady_requests_per_member_step"] = req / n / steps if steps else None
         out["heartbeats_per_s"] = hb / (t1 - t0)
         out["bytes_per_heartbeat"] = hbb / hb if hb else None
+        out["coordinator_fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+        out["coordinator_fds_per_member"] = (out["coordinator_fds"] - run.fds0) / n
+        out["shard_fds_max"] = max(len(os.listdir(f"/proc/{p.pid}/fd")) for p, _ in run.shards)
         rss = _proc_rss(pid)
         out["coordinator_rss_mib"] = rss / 2**20
         out["rss_per_member_kib"] = (rss - run.rss0) / n / 1024
@@ -857,6 +968,9 @@ def table(rows: list[dict]) -> str:
             ("kill_formed_s", "kill->formed s", "{:.3f}"),
             ("straggler_evicted_s", "straggler evicted s", "{:.2f}"),
             ("straggler_formed_after_verdict_s", "evicted->formed s", "{:.3f}"),
+            ("form_cores", "coord cores formation", "{:.2f}"),
+            ("form_requests_per_member", "req/member to form 0", "{:.1f}"),
+            ("coordinator_fds_per_member", "coord fds/member", "{:.2f}"),
             ("steady_cores", "coord cores", "{:.2f}"), ("sim_cores", "sim cores", "{:.2f}"),
             ("steady_steps", "steps", "{:d}"), ("store_keys_per_step", "keys/step", "{:.0f}"),
             ("rss_per_member_kib", "coord KiB/member", "{:.1f}"),
@@ -896,6 +1010,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--store", choices=("embedded", "etcd"), default="embedded",
                    help="the coordinator's state: in its memory, or in a local etcd (Debian's "
                         "etcd-server; one coordinator replica, leading)")
+    p.add_argument("--two-links", action="store_true",
+                   help="each member opens a store connection of its own beside its front "
+                        "link (the coordinator holds two descriptors per member), instead of "
+                        "its store frames on the front link (NOTE [one link per member])")
     p.add_argument("--connect-concurrency", type=int, default=1024,
                    help="admissions in flight, split over the shard processes")
     return p

@@ -50,7 +50,7 @@ def test_a_beat_adds_one_without_a_reply_and_requests_after_it_get_theirs():
         server.close()
 
 
-def _drill(clock: bool, beat_s: float = 0.05, hb_timeout_s: float = 0.5):
+def _drill(clock: bool, beat_s: float = 0.05, hb_timeout_s: float = 0.5, beats: bool = False):
     """One member beats on its own connection; the store thread stalls 2 s (a backlog);
     an observer scans every 50 ms. Returns (death notices during the stall, seconds from
     the member's last beat to its death notice once it stops)."""
@@ -70,7 +70,8 @@ def _drill(clock: bool, beat_s: float = 0.05, hb_timeout_s: float = 0.5):
         th.start()
         ctl = cp.Control(A.LocalStore(kv, prefix="p"))
         timing = cp.Timing(hb_timeout_s=hb_timeout_s, hb_interval_s=beat_s)
-        v = Verdicts(ctl, timing, clock=server.caught_up if clock else None)
+        v = Verdicts(ctl, timing, clock=server.caught_up if clock else None,
+                     beats=kv if beats else None)
 
         def scan_for(seconds):
             end = time.monotonic() + seconds
@@ -97,10 +98,46 @@ def _drill(clock: bool, beat_s: float = 0.05, hb_timeout_s: float = 0.5):
 
 
 @pytest.mark.l1
-def test_a_backlog_in_the_store_is_not_a_silent_member_and_a_stopped_one_is_still_judged():
-    during, detected = _drill(clock=True)
+@pytest.mark.parametrize("beats", [False, True], ids=["scan", "beats-in-order"])
+def test_a_backlog_in_the_store_is_not_a_silent_member_and_a_stopped_one_is_still_judged(beats):
+    during, detected = _drill(clock=True, beats=beats)
     assert during == {}, during  # beats queued behind the stall: not silent
     assert detected is not None and detected < 0.5 + 0.6, detected  # hb timeout + scans
     # judged on the observer's clock (as before), the same stall kills the live member
     during, _ = _drill(clock=False)
     assert 0 in during and "heartbeat stale" in during[0], during
+
+
+@pytest.mark.l1
+def test_a_scan_reads_only_the_silent_members():
+    """NOTE [beats in arrival order]: 2,000 members beat; one stops; a scan reads one
+    counter (the silent one's left key), not 2,000, and declares it alone."""
+    kv = A.KV()
+    server = A.StoreServer(TOKEN, "127.0.0.1", 0, kv)
+    try:
+        ctl = cp.Control(A.LocalStore(kv, prefix="p"))
+        local = A.LocalStore(kv, prefix="p")
+        n = 2000
+        local.add(cp.KEY_NEXT_ID, n)
+        timing = cp.Timing(hb_timeout_s=0.3, hb_interval_s=0.05)
+        v = Verdicts(ctl, timing, clock=server.caught_up, beats=kv)
+        for m in range(n):
+            local.beat(cp.key_hb(m))
+        served = []
+        real_apply = kv.apply
+        kv.apply = lambda op, f: (served.append(op), real_apply(op, f))[1]
+        end = time.monotonic() + 0.6
+        while time.monotonic() < end:
+            for m in range(1, n):  # member 0 is silent
+                kv.beat(local._k(cp.key_hb(m)))
+            served.clear()
+            v.check_heartbeats(time.monotonic())
+            time.sleep(0.05)
+        assert set(v.deaths) == {0}, v.deaths
+        assert "heartbeat stale" in v.deaths[0]
+        v.check_heartbeats(time.monotonic())
+        served.clear()
+        v.check_heartbeats(time.monotonic())
+        assert len(served) == 0, served  # nothing silent: no read at all
+    finally:
+        server.close()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from xvendor.distributed import Coordinator, StragglerPolicy, authstore as A, wire
+from xvendor.distributed import Coordinator, StragglerPolicy, authstore as A, storewire, wire
 
 pytestmark = [pytest.mark.l1, pytest.mark.timeout(60)]
 
@@ -44,7 +44,7 @@ def _reply(sock: socket.socket, timeout_s: float = 5.0) -> tuple[int, list[bytes
 
 
 def test_the_store_serves_a_proof_that_arrived_while_its_loop_was_busy(monkeypatch):
-    monkeypatch.setattr(A, "HANDSHAKE_S", WINDOW_S)
+    monkeypatch.setattr(storewire, "HANDSHAKE_S", WINDOW_S)
     server = A.StoreServer(TOKEN, "127.0.0.1", kv=SlowKV())
     try:
         late = socket.create_connection(("127.0.0.1", server.port))
@@ -70,7 +70,7 @@ def test_the_store_serves_a_proof_that_arrived_while_its_loop_was_busy(monkeypat
 
 
 def test_the_coordinator_admits_a_hello_that_arrived_while_its_loop_was_busy(monkeypatch):
-    monkeypatch.setattr(A, "HANDSHAKE_S", WINDOW_S)
+    monkeypatch.setattr(storewire, "HANDSHAKE_S", WINDOW_S)
     c = Coordinator(TOKEN, "127.0.0.1", 0, min_replicas=2, straggler=StragglerPolicy(0, 0),
                     log=lambda _: None)
     try:

@@ -88,3 +88,71 @@ def test_a_member_waiting_to_form_costs_no_requests_until_there_is_news():
         assert box["aborted"][1] - t0 < 0.5, box["aborted"][1] - t0
     finally:
         server.close()
+
+
+class _CountingStore(A.AuthStore):
+    """The real client, counting the requests it sends."""
+
+    sent = 0
+
+    def _call(self, op, fields):
+        self.sent += 1
+        return super()._call(op, fields)
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_forming_costs_three_requests_per_waiting_member():
+    """NOTE [one read]: n members meet at an epoch over a real store; each one that waits
+    for the plan sends its flag, its count and one wait whose answer carries the plan (it
+    read the plan, the abort flag and both lists after each wake-up and the plan before its
+    first wait: 7 or more); the last to arrive decides (check, read the flags, post)."""
+    n = 6
+    server = A.StoreServer("t0k3n-form", "127.0.0.1", 0)
+    try:
+        stores = [_CountingStore("127.0.0.1", server.port, "t0k3n-form", prefix="p")
+                  for _ in range(n)]
+        box = {}
+
+        def run(i):
+            rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                                 has_state=True, step=0, epoch=-1, stats={"epochs": []})
+            box[i] = meet(rg, 0, list(range(n)), time.monotonic())
+        for s in stores:
+            s.sent = 0  # the connect's probe is not the formation's
+        ths = []
+        for i in range(n):
+            ths.append(threading.Thread(target=run, args=(i,), daemon=True))
+            ths[-1].start()
+            time.sleep(0.05)  # arrive in order: the last one decides
+        for th in ths:
+            th.join(10)
+        assert len(box) == n and len({repr(v) for v in box.values()}) == 1, box
+        sent = [s.sent for s in stores]
+        assert all(x == 3 for x in sent[:-1]), sent
+        assert sent[-1] <= 5, sent  # flag, count, check, read the flags, post the plan
+    finally:
+        server.close()
+
+
+@pytest.mark.l1
+def test_a_wait_can_answer_with_the_value():
+    """``WAITV``: the index of the key that exists and its value, at once when it exists
+    (timeout 0 asks which exists now), when it is written, or None at the timeout."""
+    server = A.StoreServer("t0k3n-waitv", "127.0.0.1", 0)
+    try:
+        s = A.AuthStore("127.0.0.1", server.port, "t0k3n-waitv", prefix="p")
+        assert s.wait_value(["a", "b"], 0) is None
+        s.set("b", "vb")
+        assert s.wait_value(["a", "b"], 0) == (1, b"vb")
+        t0 = time.monotonic()
+        threading.Timer(0.2, lambda: A.AuthStore("127.0.0.1", server.port, "t0k3n-waitv",
+                                                 prefix="p").set("c", "vc")).start()
+        assert s.wait_value(["c"], 5.0) == (0, b"vc")
+        assert 0.15 < time.monotonic() - t0 < 2.0
+        assert s.wait_value(["d"], 0.2) is None
+        assert cp.Control(s).wait_value(["b"], 0, 0) == (0, "vb")
+        assert cp.Control(A.LocalStore(server.kv, prefix="p")).wait_value(["b"], 0, 0) \
+            == (0, "vb")
+    finally:
+        server.close()

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from xvendor.distributed import Agent, Coordinator, Refused, ResilientGroup, StragglerPolicy
-from xvendor.distributed import authstore, wire
+from xvendor.distributed import authstore, storewire, wire
 from xvendor.distributed.env import Link, join
 
 pytestmark = [pytest.mark.l1, pytest.mark.timeout(120)]
@@ -178,7 +178,7 @@ def test_wire_fuzz_leaves_the_coordinator_up_and_training_unaffected(coord, monk
     # the flood's silent clients must all be open at once (under a loaded machine the
     # 1,000 accepts may take seconds): a long handshake window while they connect, then a
     # 3 s one (read on every sweep), longer than a loaded member needs to prove a new link
-    monkeypatch.setattr(authstore, "HANDSHAKE_S", 60.0)
+    monkeypatch.setattr(storewire, "HANDSHAKE_S", 60.0)
     stop, out = threading.Event(), {}
     members = [threading.Thread(target=_train, args=(coord, i, stop, out)) for i in (0, 1)]
     for t in members:
@@ -202,7 +202,7 @@ def test_wire_fuzz_leaves_the_coordinator_up_and_training_unaffected(coord, monk
         time.sleep(0.05)
     for s in many:
         s.close()
-    monkeypatch.setattr(authstore, "HANDSHAKE_S", 3.0)
+    monkeypatch.setattr(storewire, "HANDSHAKE_S", 3.0)
     silent = [socket.create_connection(("127.0.0.1", p)) for p in (coord.port, coord.store_port)]
     assert all(closed_by_peer(s, 8.0) for s in silent), "a silent client was kept"
     end = time.monotonic() + 10  # (the members' new threads open their own store links)

@@ -173,6 +173,21 @@ class Control:
         fn(keys, timeout_s)
         return True
 
+    def wait_value(self, keys: list[str], timeout_s: float,
+                   poll_s: float) -> tuple[int, str] | None | bool:
+        """Until one of ``keys`` exists or ``timeout_s`` passed: (its index, its value), in
+        one request on the coordinator's store (``AuthStore.wait_value``: NOTE [one read] in
+        membership); None at the timeout; False on a store that cannot (the agent's
+        TCPStore: it slept ``poll_s``, the caller reads for itself). ``timeout_s`` 0: the
+        first of ``keys`` that exists now, at once."""
+        fn = getattr(self.store, "wait_value", None)
+        if fn is None:
+            if timeout_s > 0:
+                time.sleep(poll_s)
+            return False
+        got = fn(keys, timeout_s)
+        return (got[0], got[1].decode()) if got is not None else None
+
     def latest_hint(self) -> int:
         raw = self.get(KEY_LATEST)
         return int(raw) if raw else 0

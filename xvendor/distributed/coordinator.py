@@ -28,8 +28,11 @@ NOTE [scale]: one Python process serves every member (10,000 simulated ones in
 still in their handshake are kept apart (the silent-client sweep looks at them only), a
 replaced link is found by its member id, epoch 0's founders are counted only once enough
 arrived, and a step report costs O(1) (each epoch's record is parsed once; reports are
-counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), and the
-listeners hold as many connections as the open-file limit allows (``authstore.max_conns``).
+counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), the
+heartbeat scan reads only the silent members (NOTE [beats in arrival order] in authstore),
+a worker may keep one connection for admission, liveness and the store (NOTE [one link per
+member] in authstore: one descriptor per worker), and the listeners hold as many
+connections as the open-file limit allows (``authstore.max_conns``).
 
 With ``--store etcd://...`` the state lives in etcd v3 and two or three replicas take
 turns leading (``etcdstore``: election, fencing, adoption; NOTE [replicated state]); workers
@@ -47,6 +50,8 @@ loops without the guard must call ``rg.reconnect()`` themselves.
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import selectors
 import socket
@@ -56,7 +61,7 @@ import time
 from dataclasses import dataclass, field
 
 
-from . import authstore
+from . import authstore, storewire
 from . import control as cp
 from . import wire
 from .control import Timing
@@ -153,6 +158,11 @@ class Coordinator:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._front, selectors.EVENT_READ)
         self._max_conns = authstore.max_conns()
+        # NOTE [one link per member] in authstore: front links handed to the store, and
+        # what the store's thread reports of them (drained by the serving loop)
+        self._links: dict[tuple[int, int], _Conn] = {}  # (lane, member) -> its link's state
+        self._link_events: collections.deque = collections.deque()
+        self.store.on_link = lambda tag, kind, arg: self._link_events.append((tag, kind, arg))
         self._closed = self._serving = False
 
     # -- lanes --------------------------------------------------------------------------
@@ -160,9 +170,13 @@ class Coordinator:
         if r not in self.lanes:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
+            # the beats' own record where the state is this process's (NOTE [beats in
+            # arrival order] in authstore); a replicated store's is scanned as before
+            beats = self._kv if type(self._kv) is authstore.KV else None
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
                                                            incarnation=self.incarnation,
-                                                           clock=self.store.caught_up))
+                                                           clock=self.store.caught_up,
+                                                           beats=beats))
             # NOTE [replicated state]: with ``--store etcd://`` a new leader finds the lane's
             # epochs and verdicts already in the store (etcdstore); none in memory
             if ctl.record(0) is not None:
@@ -192,6 +206,7 @@ class Coordinator:
                     except Exception as e:  # one bad connection must not stop the job
                         self._log(f"connection error: {e!r}")
                         self._forget(key.fileobj)
+                self._drain_links()
                 now = time.monotonic()
                 self._drop_silent(now)
                 self._form_epoch0_of_groups(now)
@@ -217,7 +232,7 @@ class Coordinator:
         What arrived is read first: silence is the client's, not this loop's (NOTE [late
         hellos] in authstore)."""
         for sock, c in list(self._pending.items()):
-            if now - c.since <= authstore.HANDSHAKE_S:
+            if now - c.since <= storewire.HANDSHAKE_S:
                 break
             if sock in self._pending:
                 try:
@@ -233,7 +248,8 @@ class Coordinator:
             sock, addr = self._front.accept()
         except OSError:  # nothing pending, or out of descriptors: try again next tick
             return False
-        if len(self._conns) >= self._max_conns:
+        # adopted links are the front port's too (NOTE [one link per member] in authstore)
+        if len(self._conns) + self.store.adopted >= self._max_conns + self._spare():
             sock.close()
             return True
         sock.setblocking(True)
@@ -260,6 +276,8 @@ class Coordinator:
             self._drop(sock, c)
             return
         for m in msgs:
+            if sock not in self._conns:  # handed to the store (NOTE [one link per member])
+                return
             if c.member is None:
                 if not self._admit(sock, c, m):
                     return
@@ -267,6 +285,43 @@ class Coordinator:
                 c.bye = True
             elif "busy" in m:
                 self._step_report(c, m)
+
+    def _spare(self) -> int:
+        """Descriptors the store's own listener leaves unused, lent to the front port: with
+        one link per member the front port holds nearly all of them."""
+        return max(0, self.store.max_conns - (self.store.connections - self.store.adopted))
+
+    def _hand_over(self, sock: socket.socket, c: _Conn) -> None:
+        """The admitted link carries the member's store frames from now on (NOTE [one link
+        per member] in authstore): the store's thread serves it and reports it back."""
+        try:
+            self._sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+        self._conns.pop(sock, None)
+        self._pending.pop(sock, None)
+        self._by_member[(c.lane, c.member)] = c  # not a socket: the store holds it
+        self._links[(c.lane, c.member)] = c
+        self.store.adopt(sock, (c.lane, c.member, id(c)), c.reader.take())
+
+    def _drain_links(self) -> None:
+        while self._link_events:
+            (lane, member, cid), kind, arg = self._link_events.popleft()
+            c = self._links.get((lane, member))
+            if c is None or id(c) != cid:
+                continue  # a link since replaced
+            if kind == "report":
+                try:
+                    m = json.loads(arg)
+                    self._step_report(c, m)
+                except (ValueError, KeyError, TypeError) as e:
+                    self._log(f"lane {lane}: member {member}: bad step report: {e!r}")
+                continue
+            del self._links[(lane, member)]
+            if self._by_member.get((lane, member)) is c:
+                del self._by_member[(lane, member)]
+            c.bye = bool(arg)
+            self._gone(c)
 
     def _forget(self, sock) -> None:
         if sock is self._front:
@@ -283,6 +338,9 @@ class Coordinator:
         self._forget(sock)
         if self._by_member.get((c.lane, c.member)) is sock:
             del self._by_member[(c.lane, c.member)]
+        self._gone(c)
+
+    def _gone(self, c: _Conn) -> None:
         if c.member is not None and not c.bye:
             lane = self.lane(c.lane)
             if not lane.ctl.store.check([cp.key_left(c.member)]):
@@ -323,7 +381,10 @@ class Coordinator:
         self._pending.pop(sock, None)
         c.lane, c.member = m["lane"], m["resume"] if resumed else lane.ctl.new_id()
         old = self._by_member.get((c.lane, c.member))  # a link it replaced: not a death
-        if old is not None and old is not sock and old in self._conns:
+        if isinstance(old, _Conn):  # handed to the store (NOTE [one link per member])
+            self._links.pop((c.lane, c.member), None)
+            self.store.release((c.lane, c.member, id(old)))
+        elif old is not None and old is not sock and old in self._conns:
             self._conns[old].bye = True
             self._forget(old)
         self._by_member[(c.lane, c.member)] = sock
@@ -341,9 +402,12 @@ class Coordinator:
             lane.first_arrival = lane.first_arrival or time.monotonic()
         sock.setblocking(True)
         wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
+                         "store_link": m.get("store_link") is True,
                          "prefix": lane.prefix, "job_prefix": wire.job_prefix(self.token, None),
                          "timing": self.timing.as_dict(), "incarnation": self.incarnation})
         sock.setblocking(False)
+        if m.get("store_link") is True:
+            self._hand_over(sock, c)
         self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
                   f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})"
                   + (" resumed its link (it followed the leading replica)" if resumed else ""))

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import select
 import socket
@@ -215,11 +216,13 @@ def join(cls, link: Link, **kw):
     ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix,
                                 token=link.args["token"], link=link))
     t0 = time.monotonic()
-    while (rec := ctl.record(0)) is None:
-        if time.monotonic() - t0 > link.timing.join_timeout_s:
+    rec = None
+    while rec is None:  # the wait answers with the record: one read (NOTE [one read])
+        got = ctl.wait_value([cp.key_epoch(0)], 5.0, link.timing.slice_s)
+        rec = json.loads(got[1]) if got else ctl.record(0) if got is False else None
+        if rec is None and time.monotonic() - t0 > link.timing.join_timeout_s:
             raise TimeoutError(f"member {link.member}: the coordinator formed no epoch 0 within "
                                f"{link.timing.join_timeout_s} s (fewer than --min-replicas?)")
-        ctl.wait_any([cp.key_epoch(0)], 1.0, link.timing.slice_s)  # NOTE [scale] in authstore
     kw.setdefault("timing", link.timing)
     kw.setdefault("fr_dir", os.environ.get("XVENDOR_FR_DIR") or None)
     # gloo binds its device to XV_GLOO_HOST (loopback by default): across machines it must be
@@ -233,7 +236,7 @@ def join(cls, link: Link, **kw):
                                   link.args["replica"], kw.get("device", "cpu"))
     args = dict(store_prefix=link.prefix, link=link, unit=unit, **kw)
     if link.member in rec["members"]:
-        return cls.found(link.host, link.store_port, link.member, **args)
+        return cls.found(link.host, link.store_port, link.member, known=(0, rec), **args)
     return cls.newcomer(link.host, link.store_port, link.member, **args)
 
 

@@ -138,10 +138,12 @@ class ResilientGroup:
         return cls.newcomer(host, port, member, **args)
 
     @classmethod
-    def found(cls, host, port, member: int, **kw) -> "ResilientGroup":
-        """A founding member: epoch 0 (written by the agent) lists it."""
+    def found(cls, host, port, member: int, known: tuple[int, dict] | None = None,
+              **kw) -> "ResilientGroup":
+        """A founding member: epoch 0 (written by the agent) lists it. ``known``: that
+        epoch and its record, if the caller read them (NOTE [one read] in membership)."""
         self = cls(host, port, member, has_state=True, **kw)
-        membership.converge(self, after=-1, t0=time.monotonic())
+        membership.converge(self, after=-1, t0=time.monotonic(), known=known)
         return self
 
     @classmethod

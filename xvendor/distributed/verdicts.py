@@ -16,8 +16,11 @@ class Verdicts:
     """One control-plane namespace's view of who failed, and why."""
 
     def __init__(self, ctl: cp.Control, timing: Timing, fr_dir: str | None = None,
-                 lane: int = 0, incarnation: int | None = None, clock=None):
+                 lane: int = 0, incarnation: int | None = None, clock=None, beats=None):
         self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
+        # the store's own record of beats (``authstore.KV.silent_since``), with ``clock``:
+        # a scan reads only the silent members (NOTE [beats in arrival order] in authstore)
+        self.beats = beats if clock is not None else None
         # the clock silence is measured on: the observer's by default; the coordinator's
         # store's (``StoreServer.caught_up``: NOTE [heartbeats off the request queue])
         self.clock = clock
@@ -50,6 +53,8 @@ class Verdicts:
         With ``clock`` (the coordinator's store's) silence is also credited only for time the
         store kept up with its input (NOTE [heartbeats off the request queue] in authstore):
         a beat queued behind a burst of control requests is not a silent member."""
+        if self.beats is not None and members is None:
+            return self._check_silent()
         began = time.monotonic()
         if self.clock is not None:  # silence counts only while the store kept up
             now = self.clock()
@@ -73,6 +78,30 @@ class Verdicts:
         # when this scan ended
         self._last_scan = self.clock() if self.clock is not None else \
             now + (time.monotonic() - began)
+
+    def _check_silent(self) -> None:
+        """``check_heartbeats`` from the store's record of beats: the members whose last
+        beat was applied more than ``hb_timeout_s`` before the store's clock
+        (``StoreServer.caught_up``: every beat that arrived before it was applied, so a
+        backlog is no silence) -- O(silent members) per scan, not O(members) reads
+        (NOTE [beats in arrival order] in authstore). Members that never beat are not
+        judged, as in the scan."""
+        now = self.clock()
+        pre = self.ctl.store._k(f"{cp.ROOT}hb/")
+        silent = [(k, t) for k, t in self.beats.silent_since(now - self.timing.hb_timeout_s)
+                  if k.startswith(pre)]
+        if not silent:
+            return
+        left = self.ctl.left()
+        for key, t in silent:
+            try:
+                m = int(key[len(pre):])
+            except ValueError:
+                continue
+            self.beats.forget_beat(key)
+            if m in self.deaths or m in left or self.ctl.store.check([cp.key_left(m)]):
+                continue
+            self.declare(m, f"heartbeat stale for {now - t:.2f} s (hung or stopped)")
 
     def declare(self, member: int, reason: str) -> None:
         if member in self.deaths:

@@ -9,7 +9,10 @@
 3. coordinator -> worker  ``{"ok": true, member, store_port, prefix, job_prefix, timing}`` or
    ``{"ok": false, "error": <why>}`` and the connection is closed.
 4. worker -> coordinator  ``{"busy": s, "step": n, "epoch": e}`` per guarded step (straggler
-   watch) and ``{"bye": true}`` before a clean close.
+   watch) and ``{"bye": true}`` before a clean close. A hello with ``"store_link": true``
+   (granted when the reply says so too) turns the link into a store connection after the
+   reply, the reports and goodbye going as store frames (NOTE [one link per member] in
+   authstore): one descriptor per worker in the coordinator.
 
 The connection stays open for the life of the worker: the kernel closes it when the process
 dies (kill -9 included), which the coordinator sees at once, with no heartbeat to wait out.
@@ -73,6 +76,12 @@ class LineReader:
         if len(self._buf) > self.MAX_LINE:
             raise ValueError(f"line longer than {self.MAX_LINE} bytes")
         return out
+
+    def take(self) -> bytes:
+        """What arrived after the last whole line (a link handed over: NOTE [one link per
+        member] in authstore)."""
+        rest, self._buf = self._buf, b""
+        return rest
 
 
 def recv_one(sock: socket.socket, reader: LineReader, timeout_s: float) -> dict:
