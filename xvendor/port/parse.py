@@ -367,8 +367,11 @@ _DEVICE_WORDS = (b"__device__", b"__global__", b"__constant__")
 def device_words(src: bytes):
     """A regex finding device code in ``src``'s text: the qualifiers, or a macro whose
     replacement spells one (``#define TABLE_BEGIN(t, n, s) static const __device__ t n[s] = {``),
-    transitively."""
-    defs = {m.group(1): m.group(2) for m in _MACRO_DEF.finditer(src)}
+    transitively; a macro defined once per ``#if`` branch (per compiler or backend) counts
+    when any of its definitions does."""
+    defs: dict = {}
+    for m in _MACRO_DEF.finditer(src):
+        defs[m.group(1)] = defs.get(m.group(1), b"") + b"\n" + m.group(2)
     words = set(_DEVICE_WORDS)
     grew = True
     while grew:
