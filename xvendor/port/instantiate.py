@@ -244,7 +244,7 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     own = [t for _, t in host.template_params]
     if not own:
         return [{}]
-    if depth > MAX_DEPTH or host.name in stack:
+    if depth > MAX_DEPTH or (host.name, host.node.start_byte) in stack:
         return []
     memo = unit.__dict__.setdefault("_xv_envs", {})
     if (id(host), depth) in memo:
@@ -260,8 +260,8 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
         args_node = call.child_by_field_name("arguments")
         args = [node_text(unit.source, a) for a in args_node.named_children
                 if a.type != "comment"] if args_node is not None else []
-        if len(args) > len(host.params):
-            continue
+        if len(args) > len(host.params) or len(args) < _required(host):
+            continue  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
         decl = _declared(unit, caller)
         for p, a in zip(host.params, args):
             if p.base in own and p.base not in env:
@@ -290,13 +290,21 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     return memo[(id(host), depth)]
 
 
+def _required(fn) -> int:
+    """How many arguments a call of ``fn`` must give: its parameters without a default
+    value (0 when it is variadic)."""
+    if any(p.text.strip() == "..." or p.text.rstrip().endswith("...") for p in fn.params):
+        return 0
+    return sum(not re.search(r"(?<![=<>!])=(?!=)", p.text) for p in fn.params)
+
+
 def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> None:
     """Add binding ``env`` of ``host`` found in ``caller`` to ``out``, once per binding of
     the caller's own template parameters it mentions and per type of an enclosing
     AT_DISPATCH (``call``: the call node, None for a reference outside a call)."""
     tparams = [x for _, x in caller.template_params] if caller is not None else []
     mentions = [t for t in tparams if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
-    outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
+    outer = host_envs(unit, caller, depth + 1, stack + ((host.name, host.node.start_byte),)) if mentions else [{}]
     dispatch = _dispatch_types_at(unit, call) if call is not None else {}
     for o in outer:
         for alias, types in (dispatch.items() or [(None, [None])]):
@@ -514,8 +522,18 @@ def _names(unit, n) -> dict:
     out = {}
     if n.child_by_field_name("type") is None:
         return out
-    base = re.sub(r"\b(const|volatile|static|extern)\b", "", node_text(unit.source, n.child_by_field_name("type"))).strip()
-    for d in n.children_by_field_name("declarator"):
+    ty = n.child_by_field_name("type")
+    base = re.sub(r"\b(const|volatile|static|extern)\b", "", node_text(unit.source, ty)).strip()
+    decls = n.children_by_field_name("declarator")
+    if ty.type == "type_identifier" and decls:
+        # a statement macro written without its ';' (GGML_TENSOR_LOCALS-style
+        # ``LOCALS\n const float * p = ...;``) is read as the declaration's type, the real
+        # type left between it and the declarator: that is the type
+        rest = unit.source[ty.end_byte:decls[0].start_byte].decode(errors="replace")
+        rest = re.sub(r"\b(const|volatile|static|extern|constexpr|inline|register)\b", " ", rest)
+        if re.fullmatch(r"\s*[A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*\s*", rest):
+            base = " ".join(rest.split())
+    for d in decls:
         ids = [x for x in walk(d) if x.type == "identifier"]
         if ids:
             out[node_text(unit.source, ids[0])] = base
