@@ -785,3 +785,6 @@ using ::xvc_ldexpf;
 }  // namespace std
 #define ldexpf xvc_ldexpf
 #define ldexp xvc_ldexp
+// __nanosleep(ns): CUDA documents a sleep of approximately ns, anywhere in [0, 2 * ns]: a
+// scheduling hint in spin-wait loops, never a guarantee. Zero is in the range: a no-op.
+inline void __nanosleep(unsigned int) {}
