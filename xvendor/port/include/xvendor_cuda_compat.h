@@ -143,6 +143,10 @@ inline void __threadfence() { sycl::atomic_fence(sycl::memory_order::seq_cst, sy
 inline void __threadfence_block() {
   sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::work_group);
 }
+// system scope: ordering also seen by the host and other devices (host-mapped memory)
+inline void __threadfence_system() {
+  sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::system);
+}
 
 // ----------------------------------------------------------------------------- 16-bit types
 using __half = sycl::half;
