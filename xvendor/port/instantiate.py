@@ -13,6 +13,7 @@ instantiates it per block size at launch.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from . import references
 from .parse import node_text, split_template_args, walk
@@ -256,11 +257,14 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
                  if f.type == "template_function" else [])
         if len(given) > len(own):
             continue
+        if given:  # constexpr bool B = true; f<T, B>(...): the constants in scope
+            given = _local_constants(unit, _Site(call, given))
         env = dict(zip(own, given))
         args_node = call.child_by_field_name("arguments")
         args = [node_text(unit.source, a) for a in args_node.named_children
                 if a.type != "comment"] if args_node is not None else []
-        if len(args) > len(host.params) or len(args) < _required(host):
+        lo, hi = _arity(host)
+        if not lo <= len(args) <= hi:
             continue  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
         decl = _declared(unit, caller)
         for p, a in zip(host.params, args):
@@ -290,12 +294,19 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     return memo[(id(host), depth)]
 
 
-def _required(fn) -> int:
-    """How many arguments a call of ``fn`` must give: its parameters without a default
-    value (0 when it is variadic)."""
-    if any(p.text.strip() == "..." or p.text.rstrip().endswith("...") for p in fn.params):
-        return 0
-    return sum(not re.search(r"(?<![=<>!])=(?!=)", p.text) for p in fn.params)
+def _arity(fn) -> tuple:
+    """(fewest, most) arguments a call of ``fn`` may give: its parameters without a default
+    value, and all of them (defaulted ones included; no bound when variadic)."""
+    d = fn.node.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    plist = d.child_by_field_name("parameters") if d is not None else None
+    if plist is None:
+        return len(fn.params), len(fn.params)
+    kinds = [c.type for c in plist.named_children if c.type != "comment"]
+    if "variadic_parameter_declaration" in kinds or any(c.type == "..." for c in plist.children):
+        return kinds.count("parameter_declaration"), 1 << 30
+    return kinds.count("parameter_declaration"), len(kinds)
 
 
 def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> None:
@@ -358,6 +369,13 @@ def _dispatch_types_at(unit, node) -> dict:
     if "REDUCED_FLOATING" in name:
         types = ["__half", "__nv_bfloat16"]
     return {"scalar_t": list(dict.fromkeys(types))} if types else {}
+
+
+@dataclass
+class _Site:
+    """A call site seen as a launch by ``_local_constants``: its node, template arguments."""
+    node: object
+    template_args: list
 
 
 def _local_constants(unit, launch) -> list:
