@@ -292,6 +292,10 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
              for w in re.findall(r"[A-Za-z_]\w*", a)}
     edits += closure.drop_edits(unit, kept, targs)
     out = _apply(src, edits)
+    # parse.py spelled __align__ as alignas for tree-sitter (same length): the compiler gets
+    # __align__ back (GNU aligned, accepted after const and before the type, as by nvcc;
+    # alignas is not: "'alignas' attribute cannot be applied to types")
+    out = re.sub(r"\balignas  (\s*)\(", r"__align__\1(", out)
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
             + f"#include \"{HEADER}\"\n#include \"{HEADER_MORE}\"\n"

@@ -42,7 +42,7 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))  // as nvcc: anywhere among the specifiers (alignas is not)
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __grid_constant__
