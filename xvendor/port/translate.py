@@ -326,8 +326,10 @@ def _shared_edits(unit, fn) -> list:
 
 def _shared_decl(unit, decl) -> str:
     s = unit.source
+    # attributes ([[maybe_unused]]) go before the declarations, not into the type
+    attrs = " ".join(node_text(s, c) for c in decl.children if c.type == "attribute_declaration")
     ty = " ".join(node_text(s, c) for c in decl.children
-                  if c.type not in ("storage_class_specifier", ";", ",") and
+                  if c.type not in ("storage_class_specifier", ";", ",", "attribute_declaration") and
                   c not in decl.children_by_field_name("declarator") and
                   node_text(s, c) != "__shared__")
     extern = _is_extern(unit, decl)
@@ -337,12 +339,12 @@ def _shared_decl(unit, decl) -> str:
         name = node_text(s, ids[0])
         dtext = node_text(s, d)
         if extern:
-            out.append(f"{ty} *{name} = reinterpret_cast<{ty} *>(::xvc::dyn_smem());")
+            out.append(f"{attrs + ' ' if attrs else ''}{ty} *{name} = reinterpret_cast<{ty} *>(::xvc::dyn_smem());")
         else:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
             out.append(f"static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
-                       f"{ty} {ref} = {name}__xv_wgs;")
+                       f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
 
