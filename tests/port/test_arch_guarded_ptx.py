@@ -17,6 +17,8 @@ def test_dead_ptx_not_refused_live_ptx_refused():
     rep = t.report("recip_lane")
     assert rep.status == "ok", rep.reason
     assert any("inline PTX" in x and "does not take" in x for x in rep.lints)
+    scan = t.report("scan_or_copy")  # CUB in a dead branch: translated, with the lint
+    assert scan.status == "ok" and any("library call" in x and "does not take" in x for x in scan.lints)
     live = t.report("live_ptx")
     assert live.status == "unsupported" and "PTX" in live.reason
 

@@ -40,3 +40,19 @@ __global__ void live_ptx(float * y) {
     asm("mov.f32 %0, 1.0;" : "=f"(r));
     y[threadIdx.x] = r;
 }
+
+// A library call (CUB) under a macro the file does not define: the other branch runs.
+__global__ void scan_or_copy(const float * x, float * y, const int n) {
+#ifdef USE_CUB_SCAN
+    typedef cub::BlockScan<float, 64> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    float v = x[threadIdx.x];
+    scan_t(tmp).InclusiveSum(v, v);
+    y[threadIdx.x] = v;
+#else
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = x[i];
+    }
+#endif // USE_CUB_SCAN
+}
