@@ -120,7 +120,9 @@ def one(path: str, root: str) -> dict:
             origin = Path(path).name if where.startswith("line") else where.split(":")[0]
         compiled = k.status == "ok" and bool(k.instantiations) and res.program is not None
         rows.append({"name": k.name, "file": origin, "status": "compiled" if compiled else k.status,
-                     "reason": (k.reason.splitlines() or [""])[0][:200]})
+                     "reason": (k.reason.splitlines() or [""])[0][:200],
+                     # compiled through the branch taken over a dead refused construct (may be a stub)
+                     "dead_ptx": any("does not take" in x for x in getattr(k, "lints", []))})
     return {"unit": path, "translate_s": round(translate_s, 3), "build_s": round(res.seconds, 2),
             "translated": sum(k.status == "ok" for k in t.kernels), "kernels": rows}
 

@@ -15,7 +15,8 @@ __all__ = ["resolve_split_branches"]
 # sees every branch, cannot pair those braces, and the whole function (often the whole
 # file after it) becomes an ERROR node: its kernels are never reported and the host code
 # launching them is lost. Only such groups (a branch whose braces or parentheses do not
-# balance) are resolved here, the way the preprocessor of the SYCL compile resolves them:
+# balance, or that ends in a statement head whose body follows the #endif: `#ifndef HIP`
+# / `if constexpr (c)` / `#endif` / `{ ... }`) are resolved here, the way the preprocessor of the SYCL compile resolves them:
 # their conditions evaluated over the ``#define``s above them (``defined``, numbers, object
 # macros, ``! && || == != < > <= >=``; an unknown name is 0, as in C; ``__CUDACC__`` is
 # defined: this is CUDA code), the taken branch kept and the directives and the other
@@ -71,6 +72,10 @@ def _eval(cond: str, macros: dict) -> bool:
         return False
 
 
+# a branch that ends in a statement head whose body follows the #endif
+_DANGLING = re.compile(rb"(?:\b(?:if|for|while|switch)\s*(?:constexpr\s*)?\([^;{}]*\)|\belse|\bdo)\s*$")
+
+
 def resolve_split_branches(src: bytes) -> bytes:
     """``src`` with every ``#if`` group that has a branch with unbalanced braces or
     parentheses reduced to its taken branch (NOTE [split braces])."""
@@ -96,6 +101,9 @@ def resolve_split_branches(src: bytes) -> bytes:
         for a, b in zip(bounds, bounds[1:]):
             text = b"".join(lines[j] for j in range(a + 1, b) if j not in blanked and kinds[j] is None)
             nets.append((text.count(b"{") - text.count(b"}"), text.count(b"(") - text.count(b")")))
+            whole = b"\n".join(lines[j] for j in range(a + 1, b) if j not in blanked and kinds[j] is None)
+            if _DANGLING.search(whole):  # #ifndef X / if constexpr (c) / #endif / { ... }
+                nets[-1] = (1, 0)
         if all(n == (0, 0) for n in nets):
             continue
         taken = _taken_branch(heads, lines, kinds, blanked)

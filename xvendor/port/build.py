@@ -4,7 +4,9 @@ Compilation goes through ``xvendor.xpu.runtime.build`` (the shim, its caches and
 OpenCL CPU device): the whole translation is built once; when it fails, the compiler's
 error lines are mapped back to the kernels whose code (or device functions) they fall in,
 those kernels get ``compile_error: <log>`` and are left out, and the rest is built again
-(at most ``MAX_ROUNDS`` times, after which every remaining kernel carries the log).
+(at most ``MAX_ROUNDS`` times, after which every remaining kernel carries the log). An
+error that names no line of the source (a link failure of the JIT) is isolated by building
+halves of the kernels alone (NOTE [link failures isolated]).
 """
 
 from __future__ import annotations
@@ -120,8 +122,26 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
                                  includes=includes())
             return BuildResult(t, prog, time.perf_counter() - t0, rounds)
         except runtime.CompileError as e:
-            blamed = _blame(t, e.log) if rounds < MAX_ROUNDS else {
-                k.name: e.log for k in t.kernels if k.status == "ok" and k.instantiations}
+            ok = [k.name for k in t.kernels if k.status == "ok" and k.instantiations]
+            if not _ERR.search(e.log) and len(ok) > 1:
+                # NOTE [link failures isolated]: an error no source line is named in (the
+                # JIT's link step: "Symbols not found: [...]") says nothing of whose code
+                # needs the missing symbol; the kernels are bisected, each half built alone,
+                # so that the failure costs the kernels that fail alone, not the unit
+                def attempt(subset):
+                    keep = set(subset)
+                    ex = {**exclude, **{n: ("compile_error", "isolation") for n in ok if n not in keep}}
+                    tt = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
+                                      exclude=ex, drop_devices=drop, defines=defines)
+                    try:
+                        runtime.build(tt.source, label=f"{unit.path} (translated, isolating)",
+                                      queue=queue, includes=includes())
+                        return None
+                    except runtime.CompileError as e2:
+                        return e2.log
+                blamed = _isolate(ok, e.log, attempt)
+            else:
+                blamed = _blame(t, e.log) if rounds < MAX_ROUNDS else {n: e.log for n in ok}
             spans = _kernel_lines(t.source)
             for name, log in blamed.items():
                 if name.startswith("device:"):
@@ -132,6 +152,23 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
                 t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
                                  exclude=exclude, drop_devices=drop, defines=defines)
                 return BuildResult(t, None, time.perf_counter() - t0, rounds)
+
+
+def _isolate(names: list, log: str, attempt) -> dict:
+    """Kernel name -> log for the kernels of ``names`` (which fail together with ``log``)
+    that fail in a build of their own, found by bisection: ``attempt(subset)`` builds only
+    ``subset`` and returns None or the failure's log. Halves that build are cleared; a half
+    that fails is bisected in turn; one kernel that fails is blamed with its own log. When
+    no half fails alone (kernels that fail only together), the whole group is blamed."""
+    if len(names) == 1:
+        return {names[0]: log}
+    mid = len(names) // 2
+    out = {}
+    for half in (names[:mid], names[mid:]):
+        hlog = attempt(half)
+        if hlog is not None:
+            out.update(_isolate(half, hlog, attempt))
+    return out or {n: log for n in names}
 
 
 def _excerpt(log: str, spans: list, limit: int = 4000) -> str:

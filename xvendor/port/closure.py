@@ -180,7 +180,6 @@ def _visible(candidates, spaces, here, qual) -> list:
     return picked or list(candidates)
 
 
-_DEVICE_MACRO = re.compile(r"\b(__device__|__global__|__constant__)\b")
 
 
 def drop_edits(unit, kernels: list, extra_names=()) -> list:
@@ -233,6 +232,7 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 keep.add(other.id)
                 todo.append(other)
     edits = []
+    device = parse.device_words(unit.source)
     dropped_names = {nm for it in all_items if it.id not in keep for nm in info[id(it)][1]}
     kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
@@ -242,8 +242,8 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 continue
         elif it.id in keep or _using_namespace(unit, it):
             continue
-        if it.type == "ERROR" and _DEVICE_MACRO.search(node_text(unit.source, it)):
-            continue  # unparsed device code: keep it visible (the compiler will say)
+        if it.type == "ERROR" and device.search(unit.source, it.start_byte, it.end_byte):
+            continue  # unparsed device code (also through a macro): keep it visible
         end = it.end_byte
         nxt = it.next_sibling
         if nxt is not None and nxt.type == ";" and it.type in (
@@ -252,7 +252,6 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
         edits.append((it.start_byte, end, ""))
     # declarations the parser could not read (parse.Unit.opaque): kept when they hold device
     # code, like an unparsed ERROR node, else host code to drop
-    device = parse.device_words(unit.source)
     for a, b in getattr(unit, "opaque", ()):
         if not device.search(unit.source, a, b):
             edits.append((a, b, ""))

@@ -15,7 +15,7 @@ import re
 
 from .parse import node_text
 
-__all__ = ["active"]
+__all__ = ["active", "dead_ranges"]
 
 _BRANCHES = ("preproc_if", "preproc_ifdef", "preproc_elif", "preproc_else", "preproc_elifdef")
 
@@ -124,3 +124,26 @@ def _active(unit, node):
                 result = None
         child, n = n, n.parent
     return result
+
+
+def dead_ranges(unit, node) -> list:
+    """[(start, end)] byte ranges inside ``node`` that the file's own #defines rule out
+    (an ``#if`` / ``#elif`` / ``#ifdef`` branch whose condition is false, or an ``#else``
+    after a taken branch): code the SYCL compile's preprocessor never sees. ``__CUDA_ARCH__``
+    is not defined there (the translation is compiled as a host pass would be), so
+    ``#if __CUDA_ARCH__ >= 800`` branches are dead; a condition that does not evaluate
+    keeps its branch (never a guess)."""
+    out = []
+    for n in _walk(node):
+        if n.type in _BRANCHES and _taken(unit, n) is False:
+            alt = n.child_by_field_name("alternative")
+            out.append((n.start_byte, alt.start_byte if alt is not None else n.end_byte))
+    return out
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))

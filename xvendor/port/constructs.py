@@ -22,7 +22,7 @@ UNSUPPORTED = [
     (r"(?<![\w.>])(malloc|free|cudaMalloc)\s*\(|\bnew\s+\w|\bdelete\b",
      "device-side malloc/free/new"),
     (r"<<<", "kernel launch from device code (dynamic parallelism)"),
-    (r"\b(__nanosleep|globaltimer)\b", "sleep / global-timer intrinsics"),
+    (r"\bglobaltimer\b", "global-timer register (%globaltimer)"),
     (r"\b(__shfl|__shfl_down|__shfl_up|__shfl_xor|__any|__all|__ballot)\s*\(",
      "pre-CUDA-9 warp intrinsics without a mask (use the *_sync forms)"),
     (r"\b(__cluster_dims__|cluster_group|this_cluster|__pipeline_\w+|cuda::pipeline|"

@@ -13,6 +13,7 @@ instantiates it per block size at launch.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from . import references
 from .parse import node_text, split_template_args, walk
@@ -244,7 +245,7 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     own = [t for _, t in host.template_params]
     if not own:
         return [{}]
-    if depth > MAX_DEPTH or host.name in stack:
+    if depth > MAX_DEPTH or (host.name, host.node.start_byte) in stack:
         return []
     memo = unit.__dict__.setdefault("_xv_envs", {})
     if (id(host), depth) in memo:
@@ -256,12 +257,15 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
                  if f.type == "template_function" else [])
         if len(given) > len(own):
             continue
+        if given:  # constexpr bool B = true; f<T, B>(...): the constants in scope
+            given = _local_constants(unit, _Site(call, given))
         env = dict(zip(own, given))
         args_node = call.child_by_field_name("arguments")
         args = [node_text(unit.source, a) for a in args_node.named_children
                 if a.type != "comment"] if args_node is not None else []
-        if len(args) > len(host.params):
-            continue
+        lo, hi = _arity(host)
+        if not lo <= len(args) <= hi:
+            continue  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
         decl = _declared(unit, caller)
         for p, a in zip(host.params, args):
             if p.base in own and p.base not in env:
@@ -290,13 +294,28 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     return memo[(id(host), depth)]
 
 
+def _arity(fn) -> tuple:
+    """(fewest, most) arguments a call of ``fn`` may give: its parameters without a default
+    value, and all of them (defaulted ones included; no bound when variadic)."""
+    d = fn.node.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    plist = d.child_by_field_name("parameters") if d is not None else None
+    if plist is None:
+        return len(fn.params), len(fn.params)
+    kinds = [c.type for c in plist.named_children if c.type != "comment"]
+    if "variadic_parameter_declaration" in kinds or any(c.type == "..." for c in plist.children):
+        return kinds.count("parameter_declaration"), 1 << 30
+    return kinds.count("parameter_declaration"), len(kinds)
+
+
 def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> None:
     """Add binding ``env`` of ``host`` found in ``caller`` to ``out``, once per binding of
     the caller's own template parameters it mentions and per type of an enclosing
     AT_DISPATCH (``call``: the call node, None for a reference outside a call)."""
     tparams = [x for _, x in caller.template_params] if caller is not None else []
     mentions = [t for t in tparams if any(re.search(rf"\b{re.escape(t)}\b", v) for v in env.values())]
-    outer = host_envs(unit, caller, depth + 1, stack + (host.name,)) if mentions else [{}]
+    outer = host_envs(unit, caller, depth + 1, stack + ((host.name, host.node.start_byte),)) if mentions else [{}]
     dispatch = _dispatch_types_at(unit, call) if call is not None else {}
     for o in outer:
         for alias, types in (dispatch.items() or [(None, [None])]):
@@ -350,6 +369,13 @@ def _dispatch_types_at(unit, node) -> dict:
     if "REDUCED_FLOATING" in name:
         types = ["__half", "__nv_bfloat16"]
     return {"scalar_t": list(dict.fromkeys(types))} if types else {}
+
+
+@dataclass
+class _Site:
+    """A call site seen as a launch by ``_local_constants``: its node, template arguments."""
+    node: object
+    template_args: list
 
 
 def _local_constants(unit, launch) -> list:
@@ -514,8 +540,18 @@ def _names(unit, n) -> dict:
     out = {}
     if n.child_by_field_name("type") is None:
         return out
-    base = re.sub(r"\b(const|volatile|static|extern)\b", "", node_text(unit.source, n.child_by_field_name("type"))).strip()
-    for d in n.children_by_field_name("declarator"):
+    ty = n.child_by_field_name("type")
+    base = re.sub(r"\b(const|volatile|static|extern)\b", "", node_text(unit.source, ty)).strip()
+    decls = n.children_by_field_name("declarator")
+    if ty.type == "type_identifier" and decls:
+        # a statement macro written without its ';' (GGML_TENSOR_LOCALS-style
+        # ``LOCALS\n const float * p = ...;``) is read as the declaration's type, the real
+        # type left between it and the declarator: that is the type
+        rest = unit.source[ty.end_byte:decls[0].start_byte].decode(errors="replace")
+        rest = re.sub(r"\b(const|volatile|static|extern|constexpr|inline|register)\b", " ", rest)
+        if re.fullmatch(r"\s*[A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*\s*", rest):
+            base = " ".join(rest.split())
+    for d in decls:
         ids = [x for x in walk(d) if x.type == "identifier"]
         if ids:
             out[node_text(unit.source, ids[0])] = base

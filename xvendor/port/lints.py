@@ -31,7 +31,7 @@ def lint(unit, kernel, reach) -> list:
     out = []
     for fn in reach:
         out += _early_return(unit, fn) + _masks(unit, fn) + _shared_races(unit, fn)
-        out += _function_pointers(unit, fn)
+        out += _function_pointers(unit, fn) + _dead_ptx(unit, fn)
         if fn.has_error:
             bad = next((n for n in walk(fn.node) if n.type == "ERROR" or n.is_missing), None)
             line = bad.start_point[0] + 1 if bad is not None else fn.line
@@ -248,3 +248,25 @@ def _function_pointers(unit, fn) -> list:
                        f"{fn.name} (SYCL device code forbids indirect calls: pass a functor or "
                        "make it a template parameter)")
     return out
+
+
+def _dead_ptx(unit, fn) -> list:
+    """Inline PTX, or another refused construct (CUB, ...), in a branch the SYCL compile does
+    not take (NOTE [dead PTX] in translate.py): the kernel runs the branch taken instead."""
+    from . import conditions, constructs
+    dead = conditions.dead_ranges(unit, fn.node)
+    for n in walk(fn.node):
+        if n.type == "gnu_asm_expression" and any(a <= n.start_byte < b for a, b in dead):
+            return [f"line {_line(n)}: inline PTX in {fn.name} under an #if branch the SYCL "
+                    "compile does not take (__CUDA_ARCH__ is undefined there): the other branch "
+                    "is what runs; check that it implements the operation (not a no-device-code stub)"]
+    for a, b in dead:
+        text = unit.source[a:b].decode(errors="replace")
+        for rx, reason in constructs.UNSUPPORTED:
+            m = rx.search(text)
+            if m:
+                line = unit.source.count(b"\n", 0, a) + 1 + text.count("\n", 0, m.start())
+                return [f"line {line}: {reason} in {fn.name} under an #if branch the SYCL compile "
+                        "does not take: the other branch is what runs; check that it implements "
+                        "the operation (not a no-device-code stub)"]
+    return []

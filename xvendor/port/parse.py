@@ -367,8 +367,11 @@ _DEVICE_WORDS = (b"__device__", b"__global__", b"__constant__")
 def device_words(src: bytes):
     """A regex finding device code in ``src``'s text: the qualifiers, or a macro whose
     replacement spells one (``#define TABLE_BEGIN(t, n, s) static const __device__ t n[s] = {``),
-    transitively."""
-    defs = {m.group(1): m.group(2) for m in _MACRO_DEF.finditer(src)}
+    transitively; a macro defined once per ``#if`` branch (per compiler or backend) counts
+    when any of its definitions does."""
+    defs: dict = {}
+    for m in _MACRO_DEF.finditer(src):
+        defs[m.group(1)] = defs.get(m.group(1), b"") + b"\n" + m.group(2)
     words = set(_DEVICE_WORDS)
     grew = True
     while grew:
@@ -570,7 +573,13 @@ def _function(src, node, outer, template, member=False) -> Function:
         for p in template.child_by_field_name("parameters").named_children:
             ident = [n for n in walk(p) if n.type in ("type_identifier", "identifier")]
             kind_t = "type" if p.type.startswith(("type_parameter", "optional_type")) else "value"
-            if ident:
+            named = _declarator_name(p) if kind_t == "value" else None
+            if named is not None:  # void (*f)(const float *, T *): f, not the last word
+                tparams.append((kind_t, node_text(src, named)))
+                dflt = p.child_by_field_name("default_value")
+                if dflt is not None:
+                    defaults[tparams[-1][1]] = node_text(src, dflt)
+            elif ident:
                 tparams.append((kind_t, node_text(src, ident[-1] if kind_t == "value" else ident[0])))
                 dflt = p.child_by_field_name("default_type") or p.child_by_field_name("default_value")
                 if dflt is not None:
@@ -589,6 +598,22 @@ def _function(src, node, outer, template, member=False) -> Function:
                     calls.add(node_text(src, fn).split("<")[0].strip())
     return Function(name, kind, node, outer, node.start_point[0] + 1, tparams, params, calls,
                     node.has_error, member, defaults)
+
+
+def _declarator_name(p):
+    """The identifier a parameter declaration declares, following its declarator chain
+    (pointer, reference, array, function and parenthesized declarators); None if none."""
+    d = p.child_by_field_name("declarator")
+    for _ in range(16):
+        if d is None:
+            return None
+        if d.type == "identifier":
+            return d
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None and d.type in ("parenthesized_declarator", "reference_declarator"):
+            nxt = next((c for c in d.named_children if c.type != "comment"), None)
+        d = nxt
+    return None
 
 
 _QUALS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct|unsigned(?=\s+\w))\b")

@@ -42,7 +42,7 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))  // as nvcc: anywhere among the specifiers (alignas is not)
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __grid_constant__
@@ -142,6 +142,10 @@ inline void __syncwarp(unsigned = 0xffffffffu) { sycl::group_barrier(xvc::warp()
 inline void __threadfence() { sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::device); }
 inline void __threadfence_block() {
   sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::work_group);
+}
+// system scope: ordering also seen by the host and other devices (host-mapped memory)
+inline void __threadfence_system() {
+  sycl::atomic_fence(sycl::memory_order::seq_cst, sycl::memory_scope::system);
 }
 
 // ----------------------------------------------------------------------------- 16-bit types
@@ -740,3 +744,51 @@ using ::xvc_tanhf;
 }  // namespace std
 #define tanhf xvc_tanhf
 #define erf xvc_erf
+// ldexpf / ldexp: the CPU device's OpenCL builtin is vectorized by the JIT to a symbol it
+// does not have (_Z5ldexpDv32_fDv32_i: "unresolved external" at link time, failing the
+// whole program), so they are computed here, exactly as IEEE ldexp is (one rounding):
+// a float is scaled in double, where x * 2^n is exact for every n that can still change
+// the float result (|n| clamped to 300), then rounded once; a double is scaled in at
+// most three exact steps, the last one the only one that can round (musl's scalbn: the
+// step into the subnormal range is taken once, so there is no double rounding).
+inline double xvc_pow2(int n) {  // 2^n for a normal exponent n in [-1022, 1023]
+  return sycl::bit_cast<double>(static_cast<unsigned long long>(0x3ff + n) << 52);
+}
+inline float xvc_ldexpf(float x, int n) {
+  n = n < -300 ? -300 : n > 300 ? 300 : n;
+  return static_cast<float>(static_cast<double>(x) * xvc_pow2(n));
+}
+inline double xvc_ldexp(double x, int n) {
+  double y = x;
+  if (n > 1023) {
+    y *= 0x1p1023;
+    n -= 1023;
+    if (n > 1023) {
+      y *= 0x1p1023;
+      n -= 1023;
+      if (n > 1023) n = 1023;
+    }
+  } else if (n < -1022) {
+    y *= 0x1p-1022 * 0x1p53;  // stays normal: the rounding is left to the last step
+    n += 1022 - 53;
+    if (n < -1022) {
+      y *= 0x1p-1022 * 0x1p53;
+      n += 1022 - 53;
+      if (n < -1022) n = -1022;
+    }
+  }
+  return y * xvc_pow2(n);
+}
+inline float xvc_ldexp(float x, int n) { return xvc_ldexpf(x, n); }
+template <class T, class = std::enable_if_t<std::is_integral_v<T>>> inline double xvc_ldexp(T x, int n) {
+  return xvc_ldexp(static_cast<double>(x), n);
+}
+namespace std {
+using ::xvc_ldexp;
+using ::xvc_ldexpf;
+}  // namespace std
+#define ldexpf xvc_ldexpf
+#define ldexp xvc_ldexp
+// __nanosleep(ns): CUDA documents a sleep of approximately ns, anywhere in [0, 2 * ns]: a
+// scheduling hint in spin-wait loops, never a guarantee. Zero is in the range: a no-op.
+inline void __nanosleep(unsigned int) {}
