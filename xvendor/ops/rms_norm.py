@@ -27,9 +27,9 @@ from torch import Tensor
 
 from .. import numerics, registry, shapes
 from ..registry import dispatcher, floor_trainer
-from ._common import (ArgumentError, Case, OpSpec, check_float, check_same_device,
-                      check_tensor, define, eager_autograd, fast_path_open, needs_grad,
-                      traced_torch, traced)
+from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, check_float,
+                      check_same_device, check_tensor, define, eager_autograd, fast_path_open,
+                      needs_grad, traced_torch, traced)
 
 OP = "rms_norm"
 BWD = "rms_norm_backward"
@@ -64,6 +64,13 @@ def _check(op: str, x, weight, eps) -> None:
 
 
 def check(x, weight=None, eps=None) -> None:
+    # the common call (a 1-D weight of x's dtype over x's last dim, a float eps) in one
+    # expression: a positive filter that implies every rule below (NOTE [floor overhead])
+    if type(x) in _PLAIN and type(weight) in _PLAIN and type(eps) is float \
+            and 0.0 <= eps < math.inf and weight.ndim == 1 and x.ndim >= 1 \
+            and x.dtype in FAST_DTYPES and weight.dtype is x.dtype \
+            and x.shape[-1] == weight.shape[0] and weight.device == x.device:
+        return
     _check(OP, x, weight, eps)
 
 
