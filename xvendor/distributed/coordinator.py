@@ -29,7 +29,7 @@ still in their handshake are kept apart (the silent-client sweep looks at them o
 replaced link is found by its member id, epoch 0's founders are counted only once enough
 arrived, and a step report costs O(1) (each epoch's record is parsed once; reports are
 counted). Members heartbeat every ``hb_timeout / 8`` s (``coordinator_timing``), the
-heartbeat scan reads only the silent members (NOTE [beats in arrival order] in authstore),
+heartbeat scan reads only the silent members (NOTE [beats in arrival order] in storekv),
 a worker may keep one connection for admission, liveness and the store (NOTE [one link per
 member] in authstore: one descriptor per worker), and the listeners hold as many
 connections as the open-file limit allows (``authstore.max_conns``).
@@ -171,7 +171,7 @@ class Coordinator:
             prefix = wire.job_prefix(self.token, r)
             ctl = cp.Control(self._client.prefixed(prefix), self.incarnation)
             # the beats' own record where the state is this process's (NOTE [beats in
-            # arrival order] in authstore); a replicated store's is scanned as before
+            # arrival order] in storekv); a replicated store's is scanned as before
             beats = self._kv if type(self._kv) is authstore.KV else None
             self.lanes[r] = _Lane(r, prefix, ctl, Verdicts(ctl, self.timing, self.fr_dir, lane=r,
                                                            incarnation=self.incarnation,

@@ -1,6 +1,6 @@
 """The store's key-value map and its operations (``KV``), shared by the server thread and
 the coordinator's own view (``authstore.LocalStore``); heartbeats in arrival order (NOTE
-[beats in arrival order] in authstore)."""
+[beats in arrival order], below)."""
 
 from __future__ import annotations
 

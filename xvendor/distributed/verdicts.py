@@ -19,7 +19,7 @@ class Verdicts:
                  lane: int = 0, incarnation: int | None = None, clock=None, beats=None):
         self.ctl, self.timing, self.fr_dir, self.lane = ctl, timing, fr_dir, lane
         # the store's own record of beats (``authstore.KV.silent_since``), with ``clock``:
-        # a scan reads only the silent members (NOTE [beats in arrival order] in authstore)
+        # a scan reads only the silent members (NOTE [beats in arrival order] in storekv)
         self.beats = beats if clock is not None else None
         # the clock silence is measured on: the observer's by default; the coordinator's
         # store's (``StoreServer.caught_up``: NOTE [heartbeats off the request queue])
@@ -84,7 +84,7 @@ class Verdicts:
         beat was applied more than ``hb_timeout_s`` before the store's clock
         (``StoreServer.caught_up``: every beat that arrived before it was applied, so a
         backlog is no silence) -- O(silent members) per scan, not O(members) reads
-        (NOTE [beats in arrival order] in authstore). Members that never beat are not
+        (NOTE [beats in arrival order] in storekv). Members that never beat are not
         judged, as in the scan."""
         now = self.clock()
         pre = self.ctl.store._k(f"{cp.ROOT}hb/")
