@@ -552,10 +552,11 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
 
 
 def floor_trainer(op: str) -> Callable:
-    """For an op module's eager training calls: ``floor(device, dtype, args, backend)`` is
-    the floor's (torch's own) kernel when this call's decision is the floor and the floor's
-    rules take it, else ``None``. It reads the same decision cache as ``dispatcher(op)``
-    (the caller has checked ``args``).
+    """For an op module's eager training calls: ``floor(device, dtype, args, backend)`` runs
+    the floor's (torch's own) kernel and returns its output when this call's decision is the
+    floor and the floor's rules take it, else returns ``None`` (also when the kernel raised:
+    the op's own path then reports the error or falls back). It reads the same decision
+    cache as ``dispatcher(op)`` (the caller has checked ``args``).
 
     NOTE [eager training on the floor]: where the decision is the floor, a call that needs
     gradients runs torch's kernel directly and torch's own autograd differentiates it, as
@@ -581,7 +582,10 @@ def floor_trainer(op: str) -> Callable:
             fast[(device, dtype, requested)] = dec
         if dec.backend != FLOOR or (dec.accepts is not None and dec.accepts(*args) is not None):
             return None
-        return dec.kernel
+        try:
+            return dec.kernel(*args)
+        except Exception:  # the op's autograd path runs the call again, and reports it
+            return None
     return floor
 
 

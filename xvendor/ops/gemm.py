@@ -106,12 +106,9 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     if type(a) in _PLAIN and type(b) in _PLAIN and type(bias) in _BIAS and fast_path_open():
         if _grad_enabled():  # it needs gradients: NOTE [eager training path]
-            args = (a, b, bias, out_dtype)
-            if (floor := train_floor(a.device, a.dtype, args, backend)) is not None:
-                try:  # NOTE [eager training on the floor]
-                    return floor(*args)
-                except Exception:  # the custom op's path reports or falls back
-                    pass
+            out = train_floor(a.device, a.dtype, (a, b, bias, out_dtype), backend)
+            if out is not None:  # NOTE [eager training on the floor]
+                return out
             return _train(a, b, bias, out_dtype, backend)
         return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)):

@@ -198,15 +198,11 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
         check_offs_values(p, offs)
         if _grad_enabled() and (a.requires_grad or b.requires_grad or (
                 bias is not None and bias.requires_grad)):
-            args = (a, b, offs, bias, out_dtype)
             # torch's backward takes the output's gradient as it comes: its rows must meet
             # its stride rule (16 bytes), which a dense gradient does where N does
-            if b.shape[-1] * (out_dtype or a.dtype).itemsize % 16 == 0 and (
-                    floor := train_floor(a.device, a.dtype, args, backend)) is not None:
-                try:  # NOTE [eager training on the floor]
-                    return floor(*args)
-                except Exception:  # the custom op's path reports or falls back
-                    pass
+            if b.shape[-1] * (out_dtype or a.dtype).itemsize % 16 == 0 and (out := train_floor(
+                    a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)) is not None:
+                return out  # NOTE [eager training on the floor]
             return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
         return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):

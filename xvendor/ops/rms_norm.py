@@ -158,12 +158,9 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     check(x, weight, eps)  # our errors, also at trace time
     if type(x) in _PLAIN and type(weight) in _WEIGHT and fast_path_open():
         if _grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)):
-            args = (x, weight, eps)
-            if (floor := train_floor(x.device, x.dtype, args, backend)) is not None:
-                try:  # NOTE [eager training on the floor]
-                    return floor(*args)
-                except Exception:  # the custom op's path reports or falls back
-                    pass
+            out = train_floor(x.device, x.dtype, (x, weight, eps), backend)
+            if out is not None:  # NOTE [eager training on the floor]
+                return out
             return _train(x, weight, eps, backend)  # NOTE [eager training path]
         return dispatch(x.device, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):

@@ -91,12 +91,9 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
     if type(x) in _PLAIN and fast_path_open():
         if x.requires_grad and _grad_enabled():  # NOTE [eager training path]
-            args = (x, k, dim, largest, sorted)
-            if (floor := train_floor(x.device, x.dtype, args, backend)) is not None:
-                try:  # NOTE [eager training on the floor]
-                    return floor(*args)
-                except Exception:  # the custom op's path reports or falls back
-                    pass
+            out = train_floor(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+            if out is not None:  # NOTE [eager training on the floor]
+                return out
             return _train(x, k, dim, largest, sorted, backend)
         return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
