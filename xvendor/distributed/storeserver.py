@@ -168,11 +168,7 @@ class StoreServer:
         """A key was written (by any thread): wake its waiters from the serving thread."""
         if key in self._waiters:
             self._written.append(key)
-            if threading.get_ident() != self._thread.ident:
-                try:
-                    self._wake_w.send(b"!")
-                except OSError:  # the pipe is full: a wake-up is pending anyway
-                    pass
+            self._wake()
 
     def _wake_written(self) -> None:
         while self._written:
