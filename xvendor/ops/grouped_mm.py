@@ -44,7 +44,8 @@ def check(a, b, offs=None, bias=None, out_dtype=None) -> shapes.GroupedProblem:
         if bias is None and out_dtype is None and offs is not None \
                 and a.dtype in FAST_DTYPES and b.dtype is a.dtype and offs.dtype is _I32 \
                 and offs.ndim == 1 and a.shape[-1] == b.shape[-2] \
-                and a.device == b.device == offs.device \
+                and (a.is_cpu and b.is_cpu and offs.is_cpu  # (cheaper than 3 devices)
+                     or a.device == b.device == offs.device) \
                 and offs.shape[0] == _GROUPS_OF[(a.ndim, b.ndim)](a, b, offs):
             return problem(a, b, offs)
     except (AttributeError, KeyError, IndexError, TypeError):

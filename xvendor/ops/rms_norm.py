@@ -69,7 +69,8 @@ def check(x, weight=None, eps=None) -> None:
     if type(x) in _PLAIN and type(weight) in _PLAIN and type(eps) is float \
             and 0.0 <= eps < math.inf and weight.ndim == 1 and x.ndim >= 1 \
             and x.dtype in FAST_DTYPES and weight.dtype is x.dtype \
-            and x.shape[-1] == weight.shape[0] and weight.device == x.device:
+            and x.shape[-1] == weight.shape[0] \
+            and (x.is_cpu and weight.is_cpu or weight.device == x.device):
         return
     _check(OP, x, weight, eps)
 

@@ -136,8 +136,9 @@ def check_output_dtype(op: str, output_dtype) -> None:
 
 
 def check(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=None, swizzle_b=None,
-          bias=None, output_dtype=torch.bfloat16) -> None:
-    """Metadata rules (no data reads; the fake implementation runs these too)."""
+          bias=None, output_dtype=torch.bfloat16) -> tuple:
+    """Metadata rules (no data reads; the fake implementation runs these too); the two
+    recipes as ints."""
     check_tensor(OP, "a", a)
     check_tensor(OP, "b", b)
     ra, rb = recipe_id(OP, "recipe_a", recipe_a), recipe_id(OP, "recipe_b", recipe_b)
@@ -171,6 +172,7 @@ def check(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a=None, swizzle_b=
             raise ArgumentError(OP, "bias", f"dtype must be output_dtype ({output_dtype}) or "
                                             f"torch.float32, got {bias.dtype}")
     check_same_device(OP, "a", a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    return ra, rb
 
 
 @torch.library.custom_op("xvendor::scaled_mm", mutates_args=())
@@ -203,16 +205,20 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: Tensor, 
               swizzle_a=None, swizzle_b=None, bias: Tensor | None = None,
               output_dtype: torch.dtype = torch.bfloat16, backend: str | None = None) -> Tensor:
     """Scaled FP8/FP4 matmul; see the module docstring."""
-    args = (a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a, swizzle_b, bias, output_dtype)
-    check(*args)  # our errors, also at trace time
+    ra, rb = check(a, b, scale_a, recipe_a, scale_b, recipe_b, swizzle_a, swizzle_b, bias,
+                   output_dtype)  # our errors, also at trace time
+    # the kernels' arguments: recipes and swizzles as ints (the schema's form)
+    norm = (a, b, scale_a, ra, scale_b, rb, NO_SWIZZLE, NO_SWIZZLE, bias, output_dtype)
     # Every tensor argument, bias and the fp32 scales included: one requiring grad must
     # reach the op, which has no autograd formula and says so, rather than a kernel that
     # torch's autograd would silently differentiate through.
-    if all(type(t) in _PLAIN and not t.requires_grad for t in (a, b, scale_a, scale_b)) \
+    # (spelled out: a generator over the four costs ~1.5 us a call here)
+    if type(a) in _PLAIN and type(b) in _PLAIN and type(scale_a) in _PLAIN \
+            and type(scale_b) in _PLAIN and not (a.requires_grad or b.requires_grad or
+                                                 scale_a.requires_grad or scale_b.requires_grad) \
             and (bias is None or (type(bias) in _PLAIN and not bias.requires_grad)) \
             and fast_path_open():
-        return dispatch(a.device, output_dtype, _normalized(*args), backend)
-    norm = _normalized(*args)
+        return dispatch(a.device, output_dtype, norm, backend)
     if not any(t is not None and t.requires_grad for t in (a, b, scale_a, scale_b, bias)) \
             and (floor := traced_torch(OP, a.device, output_dtype, norm, backend)):
         return floor(*norm)
