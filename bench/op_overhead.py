@@ -13,7 +13,9 @@ shared machine does not count, so it is the steadier figure of work done per cal
 table prints the medians and the difference, ours minus torch's, in microseconds per call
 (training rows: one forward and one backward with every input requiring grad, gradients
 cleared first, as an MoE training step calls them). The outputs are compared before
-timing; a row that differs is marked.
+timing; a row that differs is marked. ``--heap steady`` (the default) holds glibc's heap
+trimming off for both peers (``bench/steady_heap.py``), and the table prints the page faults
+per call of each side.
 
 This is the per-op companion of ``bench/dispatch_overhead.py`` (one op, gemm, against a
 plain ``torch.library.custom_op`` wrapper too); the project's bar for the eager path is a
@@ -34,6 +36,7 @@ from rich.console import Console
 from rich.table import Table
 from torch.nn.functional import ScalingType
 
+import steady_heap  # bench/, beside this script
 import xvendor
 
 F32, BF16 = torch.float32, torch.bfloat16
@@ -113,13 +116,13 @@ def _same(ours, theirs) -> bool:
     return o.shape == t.shape and torch.allclose(o.float(), t.float(), rtol=2e-2, atol=2e-2)
 
 
-def sample(fn, calls: int) -> tuple[float, float]:
-    """(wall us, thread-CPU us) per call over ``calls`` back-to-back calls."""
-    w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+def sample(fn, calls: int) -> tuple[float, float, float]:
+    """(wall us, thread-CPU us, page faults) per call over ``calls`` back-to-back calls."""
+    f0, w0, c0 = steady_heap.faults(), time.perf_counter_ns(), time.thread_time_ns()
     for _ in range(calls):
         fn()
-    c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
-    return (w1 - w0) / calls / 1e3, (c1 - c0) / calls / 1e3
+    c1, w1, f1 = time.thread_time_ns(), time.perf_counter_ns(), steady_heap.faults()
+    return (w1 - w0) / calls / 1e3, (c1 - c0) / calls / 1e3, (f1 - f0) / calls
 
 
 def measure(ours, theirs, rounds: int, calls: int):
@@ -132,7 +135,7 @@ def measure(ours, theirs, rounds: int, calls: int):
             (("torch", theirs), ("ours", ours))
         for key, fn in order:
             got[key].append(sample(fn, calls))
-    med = {k: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v))
+    med = {k: tuple(statistics.median(s[i] for s in v) for i in range(3))
            for k, v in got.items()}
     return med["ours"], med["torch"]
 
@@ -144,14 +147,18 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (1: every kernel runs on the timed thread)")
     p.add_argument("--only", default=None, help="one op's rows (gemm, grouped_mm, ...)")
+    p.add_argument("--heap", default="steady", choices=steady_heap.MODES,
+                   help="glibc heap trimming held off for both peers (steady) or as the "
+                        "process starts (default); see bench/steady_heap.py")
     args = p.parse_args()
+    heap = steady_heap.ensure(args.heap)
     torch.set_num_threads(args.threads)
     console = Console(width=max(Console().width, 150))
     table = Table(title=f"xvendor vs torch, per call (us), CPU, torch {torch.__version__}, "
                         f"{platform.machine()}, threads={torch.get_num_threads()}, "
-                        f"{args.rounds} rounds x {args.calls} calls")
+                        f"{args.rounds} rounds x {args.calls} calls, {heap}")
     for col in ("op", "row", "torch wall", "ours wall", "+wall", "torch cpu", "ours cpu",
-                "+cpu", "backend"):
+                "+cpu", "faults ours, torch", "backend"):
         table.add_column(col, justify="left" if col in ("op", "row", "backend") else "right")
     added = []
     with console.status("timing") as status:
@@ -161,13 +168,13 @@ def main() -> None:
                     continue
                 status.update(f"timing {op} {label}")
                 same = _same(ours(), theirs())
-                (ow, oc), (tw, tc) = measure(ours, theirs, args.rounds, args.calls)
+                (ow, oc, of), (tw, tc, tf) = measure(ours, theirs, args.rounds, args.calls)
                 added.append(oc - tc)
                 backend = xvendor.registry.decide(op, torch.device("cpu"),
                                                   BF16 if op == "scaled_mm" else dtype).backend
                 table.add_row(op, label + ("" if same else "  [RESULTS DIFFER]"),
                               f"{tw:.1f}", f"{ow:.1f}", f"{ow - tw:+.1f}", f"{tc:.1f}",
-                              f"{oc:.1f}", f"{oc - tc:+.1f}", backend)
+                              f"{oc:.1f}", f"{oc - tc:+.1f}", f"{of:.1f}, {tf:.1f}", backend)
     console.print(table)
     if added:
         console.print(f"added thread-CPU time per call: median {statistics.median(added):+.2f} us,"

@@ -19,6 +19,12 @@ statistic with nothing different: how far this machine's noise alone moves a rat
 that row. The table also prints the medians and the backend xvendor chose. The outputs
 are compared first: a row whose results differ is marked. The first row is a control:
 torch's op against itself in both places.
+
+``--heap steady`` (the default) holds glibc's heap trimming off for the whole process, both
+peers alike, and each row prints the page faults per call of each side:
+``bench/steady_heap.py`` says why (on this project's CPU machine the same fp32 call took
+0.3 ms in one process and 5 ms in another, torch's and ours alike, from page faults).
+``--heap default`` measures the process as it starts.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from rich.console import Console
 from rich.table import Table
 from torch.nn.functional import ScalingType
 
+import steady_heap  # bench/, beside this script
 import xvendor
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -170,14 +177,18 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _time(fn, device, calls: int) -> float:
-    """Seconds per call over ``calls`` back-to-back calls (one sample)."""
+def _time(fn, device, calls: int, faults: list | None = None) -> float:
+    """Seconds per call over ``calls`` back-to-back calls (one sample); appends the page
+    faults per call to ``faults`` when given."""
     _sync(device)
-    t0 = time.perf_counter()
+    f0, t0 = steady_heap.faults(), time.perf_counter()
     for _ in range(calls):
         fn()
     _sync(device)
-    return (time.perf_counter() - t0) / calls
+    t1 = time.perf_counter()
+    if faults is not None:
+        faults.append((steady_heap.faults() - f0) / calls)
+    return (t1 - t0) / calls
 
 
 def _calls_per_sample(fn, device, target_s: float = 0.02) -> int:
@@ -205,13 +216,18 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=24, help="rounds (of three samples) per row")
     ap.add_argument("--only", default="", help="comma-separated ops")
+    ap.add_argument("--heap", default="steady", choices=steady_heap.MODES,
+                    help="glibc heap trimming held off for both peers (steady, the default) "
+                         "or as the process starts (default); see bench/steady_heap.py")
     args = ap.parse_args(argv)
+    heap = steady_heap.ensure(args.heap)
     only = set(filter(None, args.only.split(",")))
-    console = Console()
+    console = Console(width=max(Console().width, 160))
     table = Table(title=f"xvendor's automatic choice vs torch on {args.device} "
-                        f"(torch {torch.__version__}, {torch.get_num_threads()} threads)")
+                        f"(torch {torch.__version__}, {torch.get_num_threads()} threads, "
+                        f"{heap})")
     for col in ("op", "case", "backend", "xvendor ms", "torch ms", "torch/xvendor",
-                "torch/torch", "same"):
+                "torch/torch", "faults/call ours, torch", "same"):
         table.add_column(col, justify="right" if "ms" in col or "/" in col else "left")
     ratios = []
     for op, label, ours, theirs in rows(args.device):
@@ -222,13 +238,15 @@ def main(argv=None) -> int:
         for _ in range(2):
             ours(), theirs()
         t_ours, t_torch, pair, noise = [], [], [], []
+        faults = {"ours": [], "torch": [], "torch2": []}
         calls = _calls_per_sample(theirs, args.device)
         for i in range(args.repeats):
             # three samples per round: ours, torch, torch again, in a rotating order (each
             # takes every position equally often); torch/torch is the row's own noise
             times = {}
             for who in _ORDERS[i % len(_ORDERS)]:
-                times[who] = _time(ours if who == "ours" else theirs, args.device, calls)
+                times[who] = _time(ours if who == "ours" else theirs, args.device, calls,
+                                   faults[who])
             t_ours.append(times["ours"])
             t_torch.append(times["torch"])
             pair.append(times["torch"] / times["ours"])
@@ -247,6 +265,8 @@ def main(argv=None) -> int:
         style = "green" if ratio >= 0.95 else "red"
         table.add_row(op, label, backend, f"{mo * 1e3:.3f}", f"{mt * 1e3:.3f}",
                       f"[{style}]{ratio:.2f}x[/{style}]", f"{aa:.2f}x",
+                      f"{statistics.median(faults['ours']):.0f}, "
+                      f"{statistics.median(faults['torch']):.0f}",
                       "yes" if same else "[red]NO[/red]")
         console.print(f"  {op} {label}: {ratio:.2f}x (torch/torch {aa:.2f}x)", highlight=False)
     console.print(table)
