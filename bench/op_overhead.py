@@ -151,7 +151,7 @@ def main() -> None:
                    help="glibc heap trimming held off for both peers (steady) or as the "
                         "process starts (default); see bench/steady_heap.py")
     args = p.parse_args()
-    heap = steady_heap.ensure(args.heap)
+    heap = steady_heap.ensure(args.heap, __file__)
     torch.set_num_threads(args.threads)
     console = Console(width=max(Console().width, 150))
     table = Table(title=f"xvendor vs torch, per call (us), CPU, torch {torch.__version__}, "

@@ -32,17 +32,19 @@ STEADY = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": str(
 MODES = ("steady", "default")
 
 
-def ensure(mode: str) -> str:
-    """Run under ``mode`` (re-executing this script once when the environment lacks it);
-    returns a line saying which, for the table's title."""
+def ensure(mode: str, script: str) -> str:
+    """Run under ``mode``: when the environment lacks it and ``script`` is the program being
+    run, re-execute it once with the settings (glibc reads them at the first allocation
+    only); returns a line saying what holds, for the table's title."""
     if mode not in MODES:
         raise ValueError(f"--heap must be one of {MODES}, got {mode!r}")
-    if mode == "steady" and any(os.environ.get(k) != v for k, v in STEADY.items()):
-        if sys.platform.startswith("linux"):  # glibc reads them at the first malloc only
-            os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY})
-    if mode == "steady" and sys.platform.startswith("linux"):
+    steady = all(os.environ.get(k) == v for k, v in STEADY.items())
+    if mode == "steady" and not steady and sys.platform.startswith("linux") \
+            and os.path.abspath(sys.argv[0]) == os.path.abspath(script):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY})
+    if steady:
         return "heap steady (glibc trim off, mmap threshold 32 MiB)"
-    return "heap as the process starts (glibc defaults)"
+    return "heap as the process started (glibc defaults)"
 
 
 def faults() -> int:

@@ -220,7 +220,7 @@ def main(argv=None) -> int:
                     help="glibc heap trimming held off for both peers (steady, the default) "
                          "or as the process starts (default); see bench/steady_heap.py")
     args = ap.parse_args(argv)
-    heap = steady_heap.ensure(args.heap)
+    heap = steady_heap.ensure(args.heap, __file__)
     only = set(filter(None, args.only.split(",")))
     console = Console(width=max(Console().width, 160))
     table = Table(title=f"xvendor's automatic choice vs torch on {args.device} "
