@@ -103,6 +103,12 @@ def define(spec: OpSpec) -> OpSpec:
     return spec
 
 
+# NOTE [the CPU device object]: ``t.device`` builds a new ``torch.device`` on every read
+# (~0.5 us on the project's 2-core CPU; ``t.is_cpu`` ~0.1 us). The eager fast paths key
+# their decision on the device, so for a CPU tensor they pass this one, equal to (and
+# hashing as) the tensor's own: ``CPU if t.is_cpu else t.device``.
+CPU = torch.device("cpu")
+
 _compiling = torch.compiler.is_compiling
 _fn_mode = torch._C._is_torch_function_mode_enabled
 _dispatch_modes = torch._C._len_torch_dispatch_stack

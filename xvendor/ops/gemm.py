@@ -14,7 +14,7 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
-from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
+from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
                       check_tensor, define, eager_autograd, fast_path_open, needs_grad,
@@ -97,7 +97,7 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
     if type(a) in _PLAIN and type(b) in _PLAIN and fast_path[0] and not (
             a.requires_grad or b.requires_grad or _compiling() or _fn_mode()
             or _dispatch_modes() or _functorch() or _profiling()):  # fast_path_open(), inline
-        dev, dt = a.device, a.dtype
+        dev, dt = CPU if a.is_cpu else a.device, a.dtype  # NOTE [the CPU device object]
         if bias is None and out_dtype is None:  # checked in there (NOTE [dispatch cost])
             return dispatch_plain(dev, dt, (a, b, None, None), backend)
         if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
@@ -106,11 +106,12 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
     check(a, b, bias, out_dtype)  # our errors, also at trace time, before the schema's
     if type(a) in _PLAIN and type(b) in _PLAIN and type(bias) in _BIAS and fast_path_open():
         if _grad_enabled():  # it needs gradients: NOTE [eager training path]
-            out = train_floor(a.device, a.dtype, (a, b, bias, out_dtype), backend)
+            out = train_floor(CPU if a.is_cpu else a.device, a.dtype, (a, b, bias, out_dtype),
+                              backend)
             if out is not None:  # NOTE [eager training on the floor]
                 return out
             return _train(a, b, bias, out_dtype, backend)
-        return dispatch(a.device, a.dtype, (a, b, bias, out_dtype), backend)
+        return dispatch(CPU if a.is_cpu else a.device, a.dtype, (a, b, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, bias, out_dtype), backend)):
         return floor(a, b, bias, out_dtype)
     return gemm_op(a, b, bias, out_dtype, backend)

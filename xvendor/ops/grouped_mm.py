@@ -24,9 +24,10 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
-from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias, check_float,
-                      check_group_ends, check_out_dtype, check_same_device, check_tensor,
-                      define, eager_autograd, fast_path_open, needs_grad, traced_torch, traced)
+from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias,
+                      check_float, check_group_ends, check_out_dtype, check_same_device,
+                      check_tensor, define, eager_autograd, fast_path_open, needs_grad,
+                      traced_torch, traced)
 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
@@ -202,10 +203,13 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
             # torch's backward takes the output's gradient as it comes: its rows must meet
             # its stride rule (16 bytes), which a dense gradient does where N does
             if b.shape[-1] * (out_dtype or a.dtype).itemsize % 16 == 0 and (out := train_floor(
-                    a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)) is not None:
+                    CPU if a.is_cpu else a.device, a.dtype, (a, b, offs, bias, out_dtype),
+                    backend)) is not None:
                 return out  # NOTE [eager training on the floor]
             return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
-        return dispatch(a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)
+        # (NOTE [the CPU device object])
+        return dispatch(CPU if a.is_cpu else a.device, a.dtype, (a, b, offs, bias, out_dtype),
+                        backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
         return floor(a, b, offs, bias, out_dtype)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)

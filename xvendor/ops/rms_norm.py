@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .. import numerics, registry, shapes
 from ..registry import dispatcher, floor_trainer
-from ._common import (FAST_DTYPES, ArgumentError, Case, OpSpec, check_float,
+from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, check_float,
                       check_same_device, check_tensor, define, eager_autograd, fast_path_open,
                       needs_grad, traced_torch, traced)
 
@@ -159,11 +159,12 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
     check(x, weight, eps)  # our errors, also at trace time
     if type(x) in _PLAIN and type(weight) in _WEIGHT and fast_path_open():
         if _grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)):
-            out = train_floor(x.device, x.dtype, (x, weight, eps), backend)
+            out = train_floor(CPU if x.is_cpu else x.device, x.dtype, (x, weight, eps), backend)
             if out is not None:  # NOTE [eager training on the floor]
                 return out
             return _train(x, weight, eps, backend)  # NOTE [eager training path]
-        return dispatch(x.device, x.dtype, (x, weight, eps), backend)
+        # (NOTE [the CPU device object])
+        return dispatch(CPU if x.is_cpu else x.device, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):
         return floor(x, weight, eps)
     return rms_norm_op(x, weight, eps, backend)

@@ -13,8 +13,8 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
-from ._common import (ArgumentError, Case, OpSpec, check_float, check_int, check_tensor, define,
-                      eager_autograd, fast_path_open, traced_torch)
+from ._common import (CPU, ArgumentError, Case, OpSpec, check_float, check_int, check_tensor,
+                      define, eager_autograd, fast_path_open, traced_torch)
 
 OP = "topk"
 dispatch = dispatcher(OP)
@@ -91,11 +91,14 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     check(x, k, dim, largest, sorted)  # our errors, also at trace time
     if type(x) in _PLAIN and fast_path_open():
         if x.requires_grad and _grad_enabled():  # NOTE [eager training path]
-            out = train_floor(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+            out = train_floor(CPU if x.is_cpu else x.device, x.dtype, (x, k, dim, largest, sorted),
+                              backend)
             if out is not None:  # NOTE [eager training on the floor]
                 return out
             return _train(x, k, dim, largest, sorted, backend)
-        return dispatch(x.device, x.dtype, (x, k, dim, largest, sorted), backend)
+        # (NOTE [the CPU device object])
+        return dispatch(CPU if x.is_cpu else x.device, x.dtype, (x, k, dim, largest, sorted),
+                        backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
         return floor(x, k, dim, largest, sorted)
     return topk_op(x, k, dim, largest, sorted, backend)
