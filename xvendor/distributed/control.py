@@ -95,6 +95,7 @@ def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
 def key_vote(e: int, step: int, i: int) -> str: return f"{ROOT}vote/{e}/{step}/{i}"
 def key_verdict(e: int, step: int) -> str: return f"{ROOT}verdict/{e}/{step}"
 def key_vote_count(e: int, step: int) -> str: return f"{ROOT}voten/{e}/{step}"
+def key_late(what: str, rnd: int) -> str: return f"{ROOT}late/{what}/{rnd}"
 
 
 KEY_LATEST = ROOT + "latest"
