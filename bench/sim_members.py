@@ -220,7 +220,7 @@ class Member:
 
     async def propose(self, e: int, rec: dict) -> None:
         rec = dict(rec, epoch=e, incarnation=self.incarnation)
-        await self.s.cas(cp.key_epoch(e), "", json.dumps(rec))
+        await self.s.cas(cp.key_epoch(e), "", cp.encode_record(rec))
         raw = await self.s.get(cp.KEY_LATEST)
         if e > (int(raw) if raw else 0):
             await self.s.set(cp.KEY_LATEST, str(e))
@@ -564,7 +564,7 @@ class Shard:
         if got is None:
             if len(self._parsed) > 8:
                 self._parsed.clear()
-            got = self._parsed[raw] = json.loads(raw)
+            got = self._parsed[raw] = cp.decode_record(raw)  # NOTE [compact epoch record]
         return got
 
     def member_set(self, members: list) -> tuple:

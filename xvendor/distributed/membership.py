@@ -94,7 +94,7 @@ def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
                              cp.key_abort(after + 1), cp.key_epoch(after + 1)], 0, 0)
     if not got or got[0] != 3:
         return None
-    return after + 1, json.loads(got[1]), True
+    return after + 1, cp.decode_record(got[1]), True
 
 
 class LateDecider:
