@@ -220,7 +220,7 @@ class Member:
 
     async def propose(self, e: int, rec: dict) -> None:
         rec = dict(rec, epoch=e, incarnation=self.incarnation)
-        await self.s.cas(cp.key_epoch(e), "", json.dumps(rec))
+        await self.s.cas(cp.key_epoch(e), "", cp.encode_record(rec))
         raw = await self.s.get(cp.KEY_LATEST)
         if e > (int(raw) if raw else 0):
             await self.s.set(cp.KEY_LATEST, str(e))
@@ -405,21 +405,25 @@ class Member:
                          f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
         mine = await self.s.add(cp.key_ready_count(e), 1)
         t0 = time.monotonic()
-        plan_key = cp.key_plan(e)
+        plan_key, decider, keys = cp.key_plan(e), mine >= n, None
+        late = LateDecider(self.s, cp.key_ready_count(e), f"ready/{e}", n, self.member,
+                           t["hb_timeout_s"])
         while True:  # membership.meet (_meet_on_news: NOTE [one read])
             if self.killed:
                 raise Killed()
-            late = time.monotonic() - t0 > t["hb_timeout_s"]
-            if (mine >= n or (late and await self.s.add(cp.key_ready_count(e), 0) >= n)) \
-                    and await self.s.check(keys := [cp.key_ready(e, m) for m in members]):
+            decider = decider or await late.claims()  # NOTE [late deciders]
+            if decider and await self.s.check(
+                    keys := keys or [cp.key_ready(e, m) for m in members]):
                 flags = await self.s.multi_get(keys)
                 src, need = plan_transfer([f.decode() for f in flags])
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
                 src = self.shard.plan_src(won, n)
                 break
+            wait = 0.5 if decider else min(5.0, max(t["slice_s"],
+                                                    late.next_at() - time.monotonic()))
             got = await self.s.wait_value([plan_key, cp.key_abort(e),  # NOTE [waits on news]
                                            f"{cp.ROOT}deadlist/{self.dead_seen}",
-                                           f"{cp.ROOT}leftlist/{self.left_seen}"], 5.0)
+                                           f"{cp.ROOT}leftlist/{self.left_seen}"], wait)
             if got is not None and got[0] == 0:
                 src = self.shard.plan_src(got[1], n)
                 break
@@ -481,24 +485,59 @@ class Member:
         if not ok:
             await self.abort(e, f"member {me}: a collective of step {s} failed")
         key, n = cp.key_verdict(e, s), len(self.members)  # votes: see form()
-        while True:
+        decider, votes, got = mine >= n, None, None
+        late = LateDecider(self.s, cp.key_vote_count(e, s), f"vote/{e}/{s}", n, me,
+                           self.timing["hb_timeout_s"])
+        bound = (self.timing["hb_timeout_s"] + 0.05 + self.timing["agent_tick_s"]
+                 + self.timing["slice_s"] + self.timing["margin_s"])  # call_bound_s
+        first = True
+        while True:  # stepguard.verdict
             if self.killed:
                 raise Killed()
-            if (raw := await self.s.get(key)) is not None:
+            if first and (raw := await self.s.get(key)) is not None:
                 return raw == b"commit"
-            late = time.monotonic() - t0 > self.timing["hb_timeout_s"]
-            if (mine >= n or (late and await self.s.add(cp.key_vote_count(e, s), 0) >= n)) \
-                    and await self.s.check(votes := [cp.key_vote(e, s, m) for m in self.members]):
+            decider = decider or await late.claims()  # NOTE [late deciders]
+            if decider and await self.s.check(
+                    votes := votes or [cp.key_vote(e, s, m) for m in self.members]):
                 got = await self.s.multi_get(votes)
                 want = "commit" if got and all(v == b"1" for v in got) else "redo"
                 return (await self.s.cas(key, "", want)) == b"commit"
-            if await self.aborted(e):
+            if first and await self.aborted(e):
                 return (await self.s.cas(key, "", "redo")) == b"commit"
-            bound = (self.timing["hb_timeout_s"] + 0.05 + self.timing["agent_tick_s"]
-                     + self.timing["slice_s"] + self.timing["margin_s"])  # call_bound_s
-            if time.monotonic() - t0 > bound:
+            first = False
+            now = time.monotonic()
+            if now - t0 > bound:
                 await self.abort(e, f"member {me}: no verdict on step {s} within the call bound")
-            await self.s.wait_any([key, cp.key_abort(e)], min(0.5, bound / 4))
+            wait = 0.5 if decider else min(5.0, late.next_at() - now, t0 + bound - now)
+            got = await self.s.wait_value([key, cp.key_abort(e)],
+                                          max(self.timing["slice_s"] / 4, wait))
+            if got is not None:
+                if got[0] == 0:
+                    return got[1] == b"commit"
+                return (await self.s.cas(key, "", "redo")) == b"commit"
+
+
+class LateDecider:
+    """``membership.LateDecider`` on the simulated member's link (NOTE [late deciders]):
+    one claim attempt a ``hb_timeout_s`` round, O(1) requests; only the winner checks."""
+
+    def __init__(self, s: "Store", count_key: str, what: str, n: int, me: int, period_s: float):
+        self.s, self.count_key, self.what, self.n = s, count_key, what, n
+        self.me, self.period = str(me).encode(), max(period_s, 1e-3)
+        self.began, self.round = time.monotonic(), 0
+
+    def next_at(self) -> float:
+        return self.began + (self.round + 1) * self.period
+
+    async def claims(self) -> bool:
+        now = time.monotonic()
+        if now < self.next_at():
+            return False
+        self.round = int((now - self.began) / self.period)
+        if await self.s.add(self.count_key, 0) < self.n:
+            return False
+        return await self.s.cas(cp.key_late(self.what, self.round), "", self.me.decode()) \
+            == self.me
 
 
 # -- a shard process: many members on one event loop ----------------------------------------
@@ -525,7 +564,7 @@ class Shard:
         if got is None:
             if len(self._parsed) > 8:
                 self._parsed.clear()
-            got = self._parsed[raw] = json.loads(raw)
+            got = self._parsed[raw] = cp.decode_record(raw)  # NOTE [compact epoch record]
         return got
 
     def member_set(self, members: list) -> tuple:

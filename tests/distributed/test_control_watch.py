@@ -26,15 +26,8 @@ class CountingKV(A.KV):
         return super().apply(op, f)
 
 
-def wait_for(cond, timeout_s=5.0):
-    end = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < end
-        time.sleep(0.005)
-
-
 @pytest.mark.l1
-def test_the_abort_flag_is_read_from_the_heartbeat_wait_without_requests():
+def test_the_abort_flag_is_read_from_the_heartbeat_wait_without_requests(wait_for):
     kv = CountingKV()
     server = A.StoreServer(TOKEN, "127.0.0.1", 0, kv)
     try:

@@ -4,7 +4,6 @@ a death, straggler eviction from step reports. Plus the pure parts (l0)."""
 
 import json
 import socket
-import threading
 import time
 
 import pytest
@@ -16,29 +15,6 @@ from drills.ddp_drill import ExactModel
 from xvendor.distributed.env import Link, fingerprint, link_from_env
 
 TOKEN = "right-token"
-
-
-@pytest.fixture
-def coord():
-    made = []
-
-    def make(**kw):
-        kw.setdefault("straggler", StragglerPolicy(0, 0))
-        c = Coordinator(TOKEN, "127.0.0.1", 0, log=lambda m: None, **kw)
-        threading.Thread(target=c.serve, daemon=True).start()
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
-
-
-def wait_for(cond, timeout_s=10.0, what=""):
-    end = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def raw_hello(c: Coordinator, **override) -> dict:
@@ -76,7 +52,7 @@ def test_version_and_protocol_mismatch_are_refused(coord):
 
 
 @pytest.mark.l1
-def test_a_different_model_is_refused(coord):
+def test_a_different_model_is_refused(coord, wait_for):
     c = coord(min_replicas=2)
     fa, fb = fingerprint(ExactModel(37, 300)), fingerprint(ExactModel(38, 300))
     assert fa != fb and fa == fingerprint(ExactModel(37, 300))
@@ -92,7 +68,7 @@ def test_a_different_model_is_refused(coord):
 
 
 @pytest.mark.l1
-def test_epoch0_forms_from_whoever_arrives(coord):
+def test_epoch0_forms_from_whoever_arrives(coord, wait_for):
     c = coord(min_replicas=3, join_timeout_s=0.5)
     first = Link("127.0.0.1", c.port, TOKEN)
     wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0 after the join timeout")
@@ -106,7 +82,7 @@ def test_epoch0_forms_from_whoever_arrives(coord):
 
 
 @pytest.mark.l1
-def test_epoch0_of_every_lane_forms_from_the_same_whole_replica_groups(coord):
+def test_epoch0_of_every_lane_forms_from_the_same_whole_replica_groups(coord, wait_for):
     """Replica groups of 2 processes (lanes): a group counts only once both its lanes are in,
     and then every lane's epoch 0 lists the same groups. (Per lane, lane 0 would have formed
     from A and B as soon as B's rank 0 arrived, with B's rank 1 left a newcomer.)"""
@@ -134,7 +110,7 @@ def test_epoch0_of_every_lane_forms_from_the_same_whole_replica_groups(coord):
 
 
 @pytest.mark.l1
-def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
+def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord, wait_for):
     c = coord(min_replicas=2)
     a, b = Link("127.0.0.1", c.port, TOKEN), Link("127.0.0.1", c.port, TOKEN)
     wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
@@ -150,7 +126,7 @@ def test_a_dropped_connection_is_a_death_and_a_goodbye_is_not(coord):
 
 
 @pytest.mark.l1
-def test_the_coordinator_proposes_the_survivors_epoch_itself(coord):
+def test_the_coordinator_proposes_the_survivors_epoch_itself(coord, wait_for):
     """NOTE [the observer proposes the shrink] (verdicts): a death makes the coordinator
     propose the next epoch of the survivors, with no member doing anything; a second death
     stops that one and proposes the next; a clean leave proposes nothing."""
@@ -173,7 +149,7 @@ def test_the_coordinator_proposes_the_survivors_epoch_itself(coord):
 
 
 @pytest.mark.l1
-def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord):
+def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord, wait_for):
     """NOTE [a replica group is evicted whole]: group A's lane-1 process dies (no goodbye);
     the coordinator declares A's lane-0 process dead too, naming why; B is untouched, and a
     mate that left cleanly is not declared."""
@@ -202,7 +178,7 @@ def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord):
 
 
 @pytest.mark.l1
-def test_straggler_is_evicted_after_k_consecutive_slow_steps(coord):
+def test_straggler_is_evicted_after_k_consecutive_slow_steps(coord, wait_for):
     c = coord(min_replicas=3, straggler=StragglerPolicy(factor=3.0, steps=3, min_s=0.1))
     links = [Link("127.0.0.1", c.port, TOKEN) for _ in range(3)]
     wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
@@ -272,7 +248,7 @@ def test_coordinator_argument_errors():
 
 
 @pytest.mark.l1
-def test_the_incarnation_is_in_every_epoch_record_and_reply(coord):
+def test_the_incarnation_is_in_every_epoch_record_and_reply(coord, wait_for):
     c = coord(incarnation=41)
     link = Link("127.0.0.1", c.port, TOKEN, replica="a")
     wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")

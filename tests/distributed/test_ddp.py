@@ -18,13 +18,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 import torch
 
-from xvendor.distributed import Coordinator, StragglerPolicy, Timing, analyze
+from xvendor.distributed import StragglerPolicy, Timing, analyze
 from xvendor.distributed.recorder import groups_in
 
 pytestmark = [pytest.mark.timeout(240)]  # tiers per test: l1 here, one l2 at the end
@@ -33,20 +32,12 @@ TOKEN = "test-token-13"
 
 
 @pytest.fixture
-def coordinator():
-    made = []
-
+def coordinator(coord):
+    """conftest's ``coord`` with this file's defaults."""
     def make(min_replicas=3, straggler=StragglerPolicy(0, 0), hb_timeout_s=3.0, fr_dir=None):
-        c = Coordinator(TOKEN, "127.0.0.1", 0, min_replicas=min_replicas,
-                        timing=Timing(hb_timeout_s=hb_timeout_s), straggler=straggler,
-                        fr_dir=fr_dir, log=lambda m: None)
-        threading.Thread(target=c.serve, daemon=True).start()
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+        return coord(min_replicas=min_replicas, timing=Timing(hb_timeout_s=hb_timeout_s),
+                     straggler=straggler, fr_dir=fr_dir)
+    return make
 
 
 class CoordinatorProcess:

@@ -62,13 +62,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(cond, timeout_s, what):
-    end = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 @pytest.mark.l1
 @needs_etcd
 def test_election_and_fencing_on_etcd_revisions(etcd):
@@ -119,7 +112,8 @@ def test_election_and_fencing_on_etcd_revisions(etcd):
 class Replica:
     """``xvendor coordinator --store etcd://...`` in its own process."""
 
-    def __init__(self, tmp_path, etcd, name, *extra):
+    def __init__(self, tmp_path, etcd, name, *extra, wait_for):
+        self.wait_for = wait_for  # conftest's
         self.port, self.store_port, self.name = free_port(), free_port(), name
         self.log = tmp_path / f"{name}.log"
         env = dict(os.environ, XVENDOR_TOKEN=TOKEN)
@@ -134,7 +128,7 @@ class Replica:
         return self.log.read_text()
 
     def wait(self, what: str, timeout_s=60, count=1) -> None:
-        wait_for(lambda: self.text().count(what) >= count or self.proc.poll() is not None,
+        self.wait_for(lambda: self.text().count(what) >= count or self.proc.poll() is not None,
                  timeout_s, f"{self.name}: {what!r}")
         assert self.text().count(what) >= count, self.text()
 
@@ -148,13 +142,14 @@ class Replica:
 
 
 @pytest.fixture
-def replicas(tmp_path, etcd):
+def replicas(tmp_path, etcd, wait_for):
     """Two replicas started at once (one interpreter start paid, not two): returns
     (leader, standby) once one listens and the other campaigns."""
     made = []
 
     def make(*extra):
-        made.extend(Replica(tmp_path, etcd, name, *extra) for name in ("a", "b"))
+        made.extend(Replica(tmp_path, etcd, name, *extra, wait_for=wait_for)
+                    for name in ("a", "b"))
         for r in made:
             r.wait("standby, campaigning")
         wait_for(lambda: any("listening on" in r.text() for r in made), 60, "a leader")
@@ -175,7 +170,7 @@ def refused(port: int) -> bool:
 
 @pytest.mark.l1
 @needs_etcd
-def test_frozen_leader_wakes_up_and_cannot_write(replicas, etcd):
+def test_frozen_leader_wakes_up_and_cannot_write(replicas, etcd, wait_for):
     from xvendor.distributed import etcdstore as es
     from xvendor.distributed.authstore import AuthStore
     a, b = replicas()
@@ -251,7 +246,7 @@ def progress(tmp_path) -> int:
 
 @pytest.mark.l1
 @needs_etcd
-def test_kill9_of_the_leading_replica_mid_training(replicas, tmp_path):
+def test_kill9_of_the_leading_replica_mid_training(replicas, tmp_path, wait_for):
     a, b = replicas("--min-replicas", "2")
     addrs = f"127.0.0.1:{b.port},127.0.0.1:{a.port}"  # the standby first: workers skip it
     procs = launch(tmp_path, addrs, {"steps": 40, "progress": True, "step_sleep": 0.05}, 2)
@@ -351,7 +346,7 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="no o
 @pytest.mark.l1
 @needs_etcd
 @needs_openssl
-def test_tls_etcd_takes_only_clients_with_a_certificate(tmp_path):
+def test_tls_etcd_takes_only_clients_with_a_certificate(tmp_path, wait_for):
     """etcd serving TLS with client-certificate authentication: a replica given the CA and
     its certificate leads; a plaintext client and a TLS client without a certificate are
     refused and change nothing."""

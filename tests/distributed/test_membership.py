@@ -156,3 +156,45 @@ def test_a_wait_can_answer_with_the_value():
             == (0, "vb")
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_a_dead_decider_at_a_formation_is_replaced_by_one_late_claimant():
+    """NOTE [late deciders]: every ready flag is in and the count reached ``n``, but the
+    member whose addition reached it died before posting the plan. After ``hb_timeout_s``
+    one waiting member claims the decision and posts the plan; the others learn it from
+    their wait. Before, each waiting member checked all ``n`` flags on each wake-up."""
+    n, waiting = 30, 6
+    wide: list[int] = []
+
+    class KV(A.KV):
+        def apply(self, op, f):
+            if len(f) >= n:  # a CHECK or MGET of every flag
+                wide.append(op)
+            return super().apply(op, f)
+
+    server = A.StoreServer("t0k3n-lated", "127.0.0.1", 0, KV())
+    try:
+        box = {}
+
+        def run(i):
+            ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, "t0k3n-lated", prefix="p"))
+            rg = SimpleNamespace(ctl=ctl, member=i, timing=cp.Timing(hb_timeout_s=0.5),
+                                 has_state=True, step=0, epoch=-1, stats={"epochs": []})
+            box[i] = meet(rg, 0, list(range(n)), time.monotonic())
+        ths = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(waiting)]
+        for th in ths:
+            th.start()
+        time.sleep(0.2)
+        local = A.LocalStore(server.kv, prefix="p")
+        for m in range(waiting, n):  # the others arrived; the last of them died at once
+            local.set(cp.key_ready(0, m), "1:0")
+        local.add(cp.key_ready_count(0), n - waiting)
+        for th in ths:
+            th.join(10)
+        assert len(box) == waiting and len({repr(v) for v in box.values()}) == 1, box
+        assert box[0] == plan_transfer(["1:0"] * n)
+        assert len(wide) <= 2, wide  # one claimant: one check, one read of the flags
+    finally:
+        server.close()

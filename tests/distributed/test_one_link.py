@@ -21,29 +21,6 @@ pytestmark = [pytest.mark.l1, pytest.mark.timeout(60)]
 TOKEN = "t0k3n-one-link"
 
 
-@pytest.fixture
-def coord():
-    made = []
-
-    def make(**kw):
-        kw.setdefault("straggler", StragglerPolicy(0, 0))
-        c = Coordinator(TOKEN, "127.0.0.1", 0, log=lambda m: None, **kw)
-        threading.Thread(target=c.serve, daemon=True).start()
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
-
-
-def wait_for(cond, timeout_s=10.0, what=""):
-    end = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 class OneLink:
     """A worker on one connection: the hello, then store frames on the same socket."""
 
@@ -83,7 +60,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_one_link_carries_the_store_and_the_coordinator_holds_one_descriptor(coord):
+def test_one_link_carries_the_store_and_the_coordinator_holds_one_descriptor(coord, wait_for):
     c = coord(min_replicas=3)
     before = _fds()
     links = [OneLink(c) for _ in range(3)]
@@ -98,7 +75,7 @@ def test_one_link_carries_the_store_and_the_coordinator_holds_one_descriptor(coo
     assert a.call(A.GET, [a.k(cp.key_hb(a.member))]) == (A.OK, [b"1"])
     assert ctl.get("x") == "1"  # the same namespace the coordinator reads
     raw = a.call(A.GET, [a.k(cp.key_epoch(0))])
-    assert raw[0] == A.OK and json.loads(raw[1][0])["members"] == [x.member for x in links]
+    assert raw[0] == A.OK and cp.decode_record(raw[1][0])["members"] == [x.member for x in links]
     t0 = time.monotonic()
     threading.Timer(0.2, lambda: ctl.store.set("later", "v")).start()
     assert a.call(A.WAIT, [b"5000", a.k("nothing"), a.k("later")]) == (A.OK, [b"1"])
@@ -112,7 +89,7 @@ def test_one_link_carries_the_store_and_the_coordinator_holds_one_descriptor(coo
         x.sock.close()
 
 
-def test_a_close_without_goodbye_is_a_death_and_a_goodbye_is_not(coord):
+def test_a_close_without_goodbye_is_a_death_and_a_goodbye_is_not(coord, wait_for):
     c = coord(min_replicas=2)
     a, b = OneLink(c), OneLink(c)
     ctl = c.lane(0).ctl
@@ -130,7 +107,7 @@ def test_a_close_without_goodbye_is_a_death_and_a_goodbye_is_not(coord):
     assert b.member not in c.deaths()
 
 
-def test_step_reports_on_one_link_evict_a_straggler(coord):
+def test_step_reports_on_one_link_evict_a_straggler(coord, wait_for):
     c = coord(min_replicas=3, straggler=StragglerPolicy(factor=3.0, steps=3, min_s=0.1))
     links = [OneLink(c) for _ in range(3)]
     wait_for(lambda: c.lane(0).ctl.record(0) is not None, what="epoch 0")
@@ -144,7 +121,7 @@ def test_step_reports_on_one_link_evict_a_straggler(coord):
     assert set(c.deaths()) == {links[2].member}
 
 
-def test_a_plain_store_connection_cannot_report_and_a_resumed_link_is_no_death(coord):
+def test_a_plain_store_connection_cannot_report_and_a_resumed_link_is_no_death(coord, wait_for):
     c = coord(min_replicas=1)
     a = OneLink(c)
     ctl = c.lane(0).ctl

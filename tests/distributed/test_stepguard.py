@@ -3,6 +3,7 @@ every member that reaches a verdict reaches the same one, whatever the order of 
 failures and aborts. The guard around it is exercised by the DDP drills (test_ddp.py)."""
 
 import threading
+import time
 import types
 
 import pytest
@@ -79,3 +80,70 @@ def test_steps_and_epochs_are_separate_verdicts(store):
     for t in threads:
         t.join(30)
     assert got == {m: False for m in MEMBERS}
+
+
+def test_a_dead_decider_is_replaced_by_one_late_claimant_not_by_every_waiter():
+    """NOTE [late deciders] in membership: every vote is in and the count reached ``n``,
+    but the member whose addition reached it died before posting the verdict (and nothing
+    aborted the epoch). After ``hb_timeout_s`` one waiting member a round claims the
+    decision and decides; the others keep waiting on the server for the verdict. Before,
+    every waiting member checked all ``n`` votes on each wake-up (O(n^2) a step)."""
+    from xvendor.distributed import authstore as A
+
+    n, waiting = 40, 8
+    wide: list[int] = []
+
+    class KV(A.KV):
+        def apply(self, op, f):
+            if len(f) >= n:  # a CHECK or MGET of every vote
+                wide.append(op)
+            return super().apply(op, f)
+
+    server = A.StoreServer("t0k3n-late", "127.0.0.1", 0, KV())
+    try:
+        members = list(range(n))
+        dead_decider = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        got: dict[int, bool] = {}
+
+        def one(m: int) -> None:
+            ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, "t0k3n-late", prefix="p"))
+            rg = types.SimpleNamespace(ctl=ctl, epoch=0, step=5, member=m, members=members,
+                                       timing=Timing(hb_timeout_s=0.5))
+            got[m] = verdict(rg, True)
+        threads = [threading.Thread(target=one, args=(m,)) for m in range(waiting)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # the waiting members voted (count 8 of 40)
+        for m in range(waiting, n):  # the rest voted; the last of them died before deciding
+            dead_decider.store.set(cp.key_vote(0, 5, m), "1")
+        dead_decider.store.add(cp.key_vote_count(0, 5), n - waiting)
+        t0 = time.monotonic()
+        for t in threads:
+            t.join(30)
+        assert got == {m: True for m in range(waiting)}, got
+        assert time.monotonic() - t0 < 0.5 + 1.0  # one round after hb_timeout_s
+        assert len(wide) <= 2, wide  # one claimant: one check and one read of the votes
+    finally:
+        server.close()
+
+
+def test_a_late_claim_is_one_member_a_round_and_the_next_round_replaces_it():
+    """``LateDecider``: no claim before its round; one winner per round among the members
+    that try; a winner that went away is replaced the next round; nothing before the count
+    reached ``n``."""
+    from xvendor.distributed import authstore as A
+    from xvendor.distributed.membership import LateDecider
+
+    kv = A.KV()
+    store = A.LocalStore(kv, prefix="p")
+    a = LateDecider(store, "cnt", "vote/0/1", 3, 1, 0.2)
+    b = LateDecider(store, "cnt", "vote/0/1", 3, 2, 0.2)
+    store.add("cnt", 3)
+    assert not a.claims() and not b.claims()  # before the first round
+    time.sleep(0.25)
+    assert a.claims() and not b.claims()  # round 1: a won, b lost
+    time.sleep(0.2)  # a went away without deciding; round 2
+    assert b.claims()
+    c = LateDecider(store, "cnt2", "vote/0/2", 3, 3, 0.05)
+    time.sleep(0.06)
+    assert not c.claims()  # the count has not reached n: nobody may decide yet

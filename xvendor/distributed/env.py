@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import select
 import socket
@@ -219,7 +218,7 @@ def join(cls, link: Link, **kw):
     rec = None
     while rec is None:  # the wait answers with the record: one read (NOTE [one read])
         got = ctl.wait_value([cp.key_epoch(0)], 5.0, link.timing.slice_s)
-        rec = json.loads(got[1]) if got else ctl.record(0) if got is False else None
+        rec = cp.decode_record(got[1]) if got else ctl.record(0) if got is False else None
         if rec is None and time.monotonic() - t0 > link.timing.join_timeout_s:
             raise TimeoutError(f"member {link.member}: the coordinator formed no epoch 0 within "
                                f"{link.timing.join_timeout_s} s (fewer than --min-replicas?)")

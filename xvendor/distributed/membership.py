@@ -94,7 +94,34 @@ def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
                              cp.key_abort(after + 1), cp.key_epoch(after + 1)], 0, 0)
     if not got or got[0] != 3:
         return None
-    return after + 1, json.loads(got[1]), True
+    return after + 1, cp.decode_record(got[1]), True
+
+
+class LateDecider:
+    """Whether this member is the late decider of a count (NOTE [late deciders]): at most
+    one claim attempt per ``period_s`` round after ``period_s`` passed, each one request
+    (the count) plus one more (the claim) once the count reached ``n``. ``what`` names the
+    decision (``ready/<e>``, ``vote/<e>/<s>``): the claim keys are ``late/<what>/<round>``."""
+
+    def __init__(self, store, count_key: str, what: str, n: int, me: int, period_s: float):
+        self.store, self.count_key, self.what, self.n = store, count_key, what, n
+        self.me, self.period = str(me), max(period_s, 1e-3)
+        self.began, self.round = time.monotonic(), 0
+
+    def next_at(self) -> float:
+        """When this member may try its next claim."""
+        return self.began + (self.round + 1) * self.period
+
+    def claims(self) -> bool:
+        """True if this member won a round's claim now (it then decides)."""
+        now = time.monotonic()
+        if now < self.next_at():
+            return False
+        self.round = int((now - self.began) / self.period)
+        if int(self.store.add(self.count_key, 0)) < self.n:
+            return False
+        won = self.store.compare_set(cp.key_late(self.what, self.round), "", self.me)
+        return (won.decode() if isinstance(won, bytes) else won) == self.me
 
 
 def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[int]]:
@@ -110,7 +137,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     once, computes the plan and posts it (``plan/<e>``, first proposal wins); the others
     poll that one small key. The count is a hint only (a request repeated on a new leading
     replica may add twice): the keys decide, whoever sees a count of ``n`` or more may
-    decide, and after ``hb_timeout_s`` every member reads the count and may (NOTE [late
+    decide, and after ``hb_timeout_s`` one waiting member a round may (NOTE [late
     deciders]).
     On the coordinator's store the others do not poll but wait on the server for the plan
     key or the abort flag (``Control.wait_any``).
@@ -121,6 +148,16 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     checked and read all ``n`` flags on every wake-up: O(n^2) store work exactly when the
     store was already behind (the steps of 1,000 simulated members on a loaded machine,
     bench/sim_members.py). The same holds for the votes (``stepguard.verdict``).
+    Waiting ``hb_timeout_s`` was not enough: past it, every waiting member still read the
+    count and, once it was ``n``, checked all ``n`` keys on each wake-up while the decider
+    was slow (not dead): O(n) per member per wake-up, O(n^2) per step (at 10,000 simulated
+    members every shard was inside these checks). Now a late member takes a claim first
+    (``LateDecider``): once per ``hb_timeout_s`` round, a member whose wait found no
+    decision reads the count (one request) and, if it is ``n`` or more, proposes itself
+    for the round's claim key (first proposal wins); only the round's winner checks and
+    reads the ``n`` keys. A winner that dies is replaced the next round. O(1) requests per
+    waiting member a round, one O(n) check a round, and no key list built by members that
+    do not decide.
 
     NOTE [waits on news]: the wait used to end every 0.5 s so that a member that left
     cleanly (which aborts nothing) was seen; each wake-up cost a waiting member four
@@ -129,22 +166,21 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     members, most of them these. The wait now includes the keys of the next death and
     departure notices (``Control.news_keys``): it ends when there is news, or after 5 s."""
     n, store = len(members), rg.ctl.store
-    keys = [cp.key_ready(e, m) for m in members]
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
-    plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
+    plan_key, abort_key = cp.key_plan(e), cp.key_abort(e)
+    late = LateDecider(store, cp.key_ready_count(e), f"ready/{e}", n, rg.member,
+                       rg.timing.hb_timeout_s)  # NOTE [late deciders]
     if getattr(store, "wait_value", None) is not None:  # NOTE [one read]
-        return _meet_on_news(rg, e, members, keys, mine, t0)
+        return _meet_on_news(rg, e, members, mine >= n, late, t0)
+    decider, keys = mine >= n, None
     while True:
         raw = rg.ctl.get(plan_key)
         if raw is not None:
             return decode_plan(raw, n)
-        late = time.monotonic() - began > rg.timing.hb_timeout_s  # NOTE [late deciders]
-        if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
-                and store.check(keys):
-            src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
-            won = store.compare_set(plan_key, "", encode_plan(src, needers, n)).decode()
-            return decode_plan(won, n)
+        decider = decider or late.claims()
+        if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
+            return _decide(rg, e, keys, n)
         polls += 1
         if waited or polls % 4 == 0:  # polling: deaths and aborts every 4th time
             if rg.ctl.aborted(e):
@@ -167,7 +203,7 @@ def _decide(rg, e: int, keys: list[str], n: int) -> tuple[int | None, list[int]]
     return decode_plan(won, n)
 
 
-def _meet_on_news(rg, e: int, members: list[int], keys: list[str], mine: int,
+def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecider,
                   t0: float) -> tuple[int | None, list[int]]:
     """``meet`` on the coordinator's store, after the flag and the count.
 
@@ -179,15 +215,15 @@ def _meet_on_news(rg, e: int, members: list[int], keys: list[str], mine: int,
     member to form an epoch, 3 now when nothing happens (flag, count, wait). Likewise
     ``converge`` with ``known`` (``env.join`` read epoch 0 from its wait: the record, O(n)
     bytes, is read once per member, not twice: O(n^2) bytes in all at a formation)."""
-    n, store = len(members), rg.ctl.store
-    plan_key, abort_key, began = cp.key_plan(e), cp.key_abort(e), time.monotonic()
+    n, store, keys = len(members), rg.ctl.store, None
+    plan_key, abort_key = cp.key_plan(e), cp.key_abort(e)
     while True:
-        late = time.monotonic() - began > rg.timing.hb_timeout_s  # NOTE [late deciders]
-        if (mine >= n or (late and int(store.add(cp.key_ready_count(e), 0)) >= n)) \
-                and store.check(keys):
+        decider = decider or late.claims()  # NOTE [late deciders]
+        if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
             return _decide(rg, e, keys, n)
-        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys()], 5.0,
-                                rg.timing.slice_s / 4)
+        wait = min(5.0, max(rg.timing.slice_s, late.next_at() - time.monotonic()))
+        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys()],
+                                0.5 if decider else wait, rg.timing.slice_s / 4)
         if got is not None and got[0] == 0:
             return decode_plan(got[1], n)
         if got is not None and got[0] == 1:

@@ -38,6 +38,7 @@ import time
 
 from . import control as cp
 from .control import EpochAborted, Excluded
+from .membership import LateDecider
 
 # NOTE [scale]: every member polls for the verdict every few milliseconds; checking all ``n``
 # vote keys on each poll made a step O(n^2) store work, and the votes of every step stayed in
@@ -45,11 +46,13 @@ from .control import EpochAborted, Excluded
 # member adds 1 to the vote count (``voten``) after its vote; the one whose addition reaches
 # ``n`` (the last to vote) checks and reads the votes and posts the verdict, the others poll
 # the verdict key and the abort flag. The count is a hint only (a request repeated on a new
-# leading replica may add twice): the keys decide, and after ``hb_timeout_s`` every member
-# reads the count and may decide (the last voter died before posting: NOTE [late deciders]
-# in membership). On the coordinator's store the
-# others wait on the server for the verdict or the abort flag (``Control.wait_any``) instead
-# of polling. A member voting at step ``s`` deletes its own vote of
+# leading replica may add twice): the keys decide, and after ``hb_timeout_s`` one waiting
+# member a round claims the decision and may decide (the last voter died before posting:
+# NOTE [late deciders] in membership; every waiting member used to check all ``n`` votes on
+# each wake-up, O(n^2) a step). On the coordinator's store the others wait on the server
+# for the verdict or the abort flag and learn the verdict from the wait itself
+# (``Control.wait_value``, NOTE [one read] in membership) until the next late round or the
+# call bound, instead of waking every 0.5 s to read both. A member voting at step ``s`` deletes its own vote of
 # ``s - 2``: a member votes at ``s - 1`` only after its verdict on ``s - 2``, and this member
 # reached ``s`` only on a commit of ``s - 1``, which needs every member's vote of ``s - 1``,
 # so nobody reads the votes of ``s - 2`` any more.
@@ -64,24 +67,38 @@ def verdict(rg, ok: bool) -> bool:
         ctl.store.delete_key(cp.key_vote(e, s - 2, me))
     if not ok:
         ctl.abort(e, f"member {me}: a collective of step {s} failed")
-    key, votes = cp.key_verdict(e, s), [cp.key_vote(e, s, m) for m in rg.members]
-    t0 = time.monotonic()
+    key, abort_key, n = cp.key_verdict(e, s), cp.key_abort(e), len(rg.members)
+    t0, votes = time.monotonic(), None
+    decider = mine >= n  # NOTE [late deciders] in membership: else one claimant a round
+    late = LateDecider(ctl.store, cp.key_vote_count(e, s), f"vote/{e}/{s}", n, me,
+                       rg.timing.hb_timeout_s)
+    got = False
     while True:
-        got = ctl.get(key)
-        if got is not None:
-            return got == "commit"
-        late = time.monotonic() - t0 > rg.timing.hb_timeout_s  # NOTE [late deciders]
-        if (mine >= len(votes) or (late and int(ctl.store.add(
-                cp.key_vote_count(e, s), 0)) >= len(votes))) and ctl.store.check(votes):
+        if got is False:  # no answer from a wait yet: read for itself
+            raw = ctl.get(key)
+            if raw is not None:
+                return raw == "commit"
+        decider = decider or late.claims()
+        if decider and ctl.store.check(votes := votes or [cp.key_vote(e, s, m)
+                                                          for m in rg.members]):
             want = "commit" if all(v == b"1" for v in ctl.store.multi_get(votes)) else "redo"
             return ctl.store.compare_set(key, "", want).decode() == "commit"
-        if ctl.aborted(e):  # a member died or failed before voting
+        if got is False and ctl.aborted(e):  # a member died or failed before voting
             return ctl.store.compare_set(key, "", "redo").decode() == "commit"
-        if time.monotonic() - t0 > rg.timing.call_bound_s:  # NOTE [bound] in group.py
+        now = time.monotonic()
+        if now - t0 > rg.timing.call_bound_s:  # NOTE [bound] in group.py
             ctl.abort(e, f"member {me}: no verdict on step {s} within the call bound")
-        # the verdict or an abort wakes this at once (NOTE [scale])
-        ctl.wait_any([key, cp.key_abort(e)], min(0.5, rg.timing.call_bound_s / 4),
-                     rg.timing.slice_s / 4)
+        # the verdict or an abort ends this wait at once, with the verdict's value (NOTE
+        # [scale]); else it lasts until the next late round or the call bound
+        wait = 0.5 if decider else min(5.0, late.next_at() - now, t0 + rg.timing.call_bound_s
+                                       - now)
+        got = ctl.wait_value([key, abort_key], max(rg.timing.slice_s / 4, wait),
+                             rg.timing.slice_s / 4)
+        if got:
+            if got[0] == 0:
+                return got[1] == "commit"
+            return ctl.store.compare_set(key, "", "redo").decode() == "commit"
+        got = False if got is False else True  # None (timed out): the checks above again
 
 
 class StepGuard:
