@@ -255,6 +255,9 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     dropped_names = {nm for it in all_items if it.id not in keep for nm in info[id(it)][1]}
     kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
+        if _redefines_builtin(unit, it, spaces):
+            edits.append((it.start_byte, it.end_byte, "/* a CUDA built-in vector type: never compiled by nvcc */"))
+            continue
         if it.type in _ALWAYS:  # a static_assert stays unless it names a dropped declaration
             used = {nm for _, nm in _referenced(unit, it)}
             if not used & (dropped_names - kept_names):
@@ -275,6 +278,26 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
         if not device.search(unit.source, a, b):
             edits.append((a, b, ""))
     return edits
+
+
+# NOTE [built-in vector types]: CUDA declares these in every unit (cuda_runtime.h is
+# included implicitly), so a definition of one at global scope cannot be in a branch nvcc
+# compiles: it is the fallback of a host-only build (``#ifdef WITH_CUDA ... #else struct
+# float2 {float x, y;}; #endif`` with WITH_CUDA set by the project's build). The compat
+# header declares them too: the definition goes, whatever the #if around it says.
+_BUILTIN_VECTOR = re.compile(r"(?:u?(?:char|short|int|long|longlong)|float|double)[1-4]|dim3")
+
+
+def _redefines_builtin(unit, item, spaces) -> bool:
+    if spaces.get(item.id, ()) or item.type not in ("struct_specifier", "declaration"):
+        return False
+    n = item if item.type == "struct_specifier" else item.child_by_field_name("type")
+    if n is None or n.type != "struct_specifier" or n.child_by_field_name("body") is None:
+        return False
+    if item.type == "declaration" and item.child_by_field_name("declarator") is not None:
+        return False  # struct float2 {...} v; declares a variable too: left alone
+    nm = n.child_by_field_name("name")
+    return nm is not None and bool(_BUILTIN_VECTOR.fullmatch(node_text(unit.source, nm)))
 
 
 def _param_names(unit, item) -> set:

@@ -498,10 +498,19 @@ def _blank_extension_macros(src: bytes) -> bytes:
 def _expand_qualifier_macros(src: bytes) -> bytes:
     """``#define HD __host__ __device__ inline``: uses of HD outside preprocessor lines are
     replaced by the qualifiers (the parser must see ``__device__``). Lines stay lines."""
-    names = {m.group(1): m.group(2) for m in _DEFINE.finditer(src)
-             if _QUALIFIER_WORDS.search(m.group(2)) and not m.group(2).endswith(b"\\")}
+    defs = [(m.group(1), m.group(2)) for m in _DEFINE.finditer(src) if not m.group(2).endswith(b"\\")]
+    names = {n: v for n, v in defs if _QUALIFIER_WORDS.search(v)}
     if not names:
         return src
+    # through other macros too (``#define IHD INLINE HOST DEVICE`` over ``#define DEVICE
+    # __device__``): a macro made of qualifier macros gets their expansion
+    for _ in range(4):
+        rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names) + rb")\b")
+        more = {n: rx.sub(lambda m: names[m.group(1)], v) for n, v in defs
+                if n not in names and rx.search(v) and re.fullmatch(rb"[\w\s]+", v)}
+        if not more:
+            break
+        names.update(more)
     rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names) + rb")\b")
     lines = src.split(b"\n")
     for i, line in enumerate(lines):
