@@ -436,6 +436,25 @@ template <unsigned N> struct thread_block_tile {
   unsigned ballot(int p) const { return __ballot_sync(~0u, p); }
 };
 template <unsigned N, class G> inline thread_block_tile<N> tiled_partition(const G &) { return {}; }
+// thread_group: CUDA's type-erased group, a whole block (tile == 0) or a tile of `tile`
+// consecutive threads (a power of 2 <= 32: inside one 32-wide sub-group). Every thread of
+// a launch holds the same kind, so the branch in sync() is uniform.
+struct thread_group {
+  unsigned tile = 0;
+  thread_group(const thread_block &) {}
+  template <unsigned N> thread_group(const thread_block_tile<N> &) : tile(N) {}
+  explicit thread_group(unsigned n) : tile(n) {}
+  void sync() const {
+    if (tile) sycl::group_barrier(xvc::warp()); else __syncthreads();
+  }
+  unsigned thread_rank() const {
+    return tile ? unsigned(xvc::lane_id()) % tile : unsigned(xvc::item().get_local_linear_id());
+  }
+  unsigned size() const { return tile ? tile : unsigned(xvc::item().get_local_range().size()); }
+  unsigned num_threads() const { return size(); }
+};
+// tiled_partition(parent, n): a tile whose size is a run-time value (a power of 2 <= 32)
+inline thread_group tiled_partition(const thread_group &, unsigned n) { return thread_group(n); }
 
 template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
 template <class T> struct less { T operator()(T a, T b) const { return a < b ? a : b; } };
