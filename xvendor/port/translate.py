@@ -310,7 +310,10 @@ def _shared_edits(unit, fn) -> list:
     body = fn.node.child_by_field_name("body")
     if body is None:
         return edits
-    devices = {f.name for f in unit.functions if f.kind == "device"}
+    # a member function is never passed by its bare name, and a name the function declares
+    # itself (a parameter, a local: ``const int count = mask.count(y, x);``) is that variable
+    devices = {f.name for f in unit.functions if f.kind == "device" and not f.member}
+    devices -= {p.name for p in fn.params} | _local_names(unit, body)
     for n in walk(body):
         if n.type == "argument_list":
             for a in n.named_children:
@@ -322,6 +325,23 @@ def _shared_edits(unit, fn) -> list:
         if n.type == "declaration" and _is_shared(unit, n):
             edits.append((n.start_byte, n.end_byte, _shared_decl(unit, n)))
     return edits
+
+
+def _local_names(unit, body) -> set:
+    """Names declared inside a function body (variables, lambda and loop parameters)."""
+    out = set()
+    for n in walk(body):
+        if n.type in ("init_declarator", "declaration", "parameter_declaration",
+                      "optional_parameter_declaration", "for_range_loop"):
+            for d in n.children_by_field_name("declarator"):
+                while d.type not in ("identifier", "init_declarator") and d.child_by_field_name("declarator"):
+                    d = d.child_by_field_name("declarator")
+                if d.type == "init_declarator":
+                    d = d.child_by_field_name("declarator")
+                ids = [x for x in walk(d) if x.type == "identifier"] if d is not None else []
+                if ids:
+                    out.add(node_text(unit.source, ids[0]))
+    return out
 
 
 def _shared_decl(unit, decl) -> str:
