@@ -299,7 +299,12 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
             + f"#include \"{HEADER}\"\n#include \"{HEADER_MORE}\"\n"
-            + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else ""))
+            + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else "")
+            # NOTE [CUDA compilation]: the translated code is what nvcc compiles, so its
+            # `#ifdef __CUDACC__` branches are taken (as branches.py and parse.py read them);
+            # defined after the headers (the C++ and SYCL headers must not see it).
+            # __CUDA_ARCH__ stays undefined (NOTE [dead PTX])
+            + "#ifndef __CUDACC__\n#define __CUDACC__ 1\n#endif\n")
     return Translation(unit, head + out, list(reports.values()), warp)
 
 
