@@ -470,6 +470,8 @@ def _file_scope_edits(unit, gvars) -> list:
                      "static_assert" in text) and not kinds & {"__constant__", "__device__"})
             if kinds & {"__device__"} and "function_declarator" in kinds and "__global__" not in kinds:
                 keep = True  # a device function's prototype
+            if "__global__" in kinds and "function_declarator" in kinds and "compound_statement" not in kinds:
+                keep = False  # a kernel's prototype: its wrapper has the kernel's (C) name
             if "struct_specifier" in kinds and "init_declarator" not in kinds and "function_declarator" not in kinds:
                 keep = True  # struct X {...}; written as a declaration
             if keep and _HOST_API.search(text):
