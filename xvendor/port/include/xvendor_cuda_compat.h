@@ -198,6 +198,45 @@ XVC_VECS(long, long, 16, 16) XVC_VECS(unsigned long, ulong, 16, 16)
 XVC_VECS(long long, longlong, 16, 16) XVC_VECS(unsigned long long, ulonglong, 16, 16)
 XVC_VECS(double, double, 16, 16)
 #undef XVC_VECS
+
+// cuComplex.h (inline device functions over float2/double2, as CUDA's header writes them;
+// cuFFT's complex types are the same typedefs)
+typedef float2 cuFloatComplex;
+typedef double2 cuDoubleComplex;
+typedef cuFloatComplex cuComplex;
+typedef cuComplex cufftComplex;
+typedef cuDoubleComplex cufftDoubleComplex;
+typedef float cufftReal;
+typedef double cufftDoubleReal;
+#define XVC_CPLX(C, T, F, ABS)                                                               \
+  inline T cuCreal##F(C x) { return x.x; }                                                    \
+  inline T cuCimag##F(C x) { return x.y; }                                                    \
+  inline C cuConj##F(C x) { return {x.x, -x.y}; }                                             \
+  inline C cuCadd##F(C x, C y) { return {x.x + y.x, x.y + y.y}; }                             \
+  inline C cuCsub##F(C x, C y) { return {x.x - y.x, x.y - y.y}; }                             \
+  inline C cuCmul##F(C x, C y) {                                                              \
+    return {x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x};                                    \
+  }                                                                                           \
+  /* CUDA's scaled division (avoids intermediate overflow) */                                 \
+  inline C cuCdiv##F(C x, C y) {                                                              \
+    T s = ABS(y.x) + ABS(y.y), oos = T(1) / s;                                                \
+    T ars = x.x * oos, ais = x.y * oos, brs = y.x * oos, bis = y.y * oos;                     \
+    s = brs * brs + bis * bis;                                                                \
+    oos = T(1) / s;                                                                           \
+    return {(ars * brs + ais * bis) * oos, (ais * brs - ars * bis) * oos};                    \
+  }                                                                                           \
+  inline T cuCabs##F(C x) { return sycl::hypot(x.x, x.y); }                                   \
+  inline C cuCfma##F(C x, C y, C d) {                                                         \
+    return {(x.x * y.x) + d.x - (x.y * y.y), (x.x * y.y) + d.y + (x.y * y.x)};                \
+  }
+XVC_CPLX(cuFloatComplex, float, f, sycl::fabs)
+XVC_CPLX(cuDoubleComplex, double, , sycl::fabs)
+#undef XVC_CPLX
+inline cuFloatComplex make_cuFloatComplex(float r, float i) { return {r, i}; }
+inline cuDoubleComplex make_cuDoubleComplex(double r, double i) { return {r, i}; }
+inline cuComplex make_cuComplex(float r, float i) { return {r, i}; }
+inline cuDoubleComplex cuComplexFloatToDouble(cuFloatComplex c) { return {double(c.x), double(c.y)}; }
+inline cuFloatComplex cuComplexDoubleToFloat(cuDoubleComplex c) { return {float(c.x), float(c.y)}; }
 struct alignas(4) __half2 {
   __half x, y;
   __half2() = default;
