@@ -349,6 +349,9 @@ def _local_names(unit, body) -> set:
     return out
 
 
+_ALIGN_SPEC = re.compile(r"\b(?:alignas|__align__)\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
 def _shared_decl(unit, decl) -> str:
     s = unit.source
     # attributes ([[maybe_unused]]) go before the declarations, not into the type
@@ -358,6 +361,17 @@ def _shared_decl(unit, decl) -> str:
                   c not in decl.children_by_field_name("declarator") and
                   node_text(s, c) != "__shared__")
     extern = _is_extern(unit, decl)
+    # alignas(...) / __align__(...) belong to the variable, not to work_group_static's type
+    # argument (where they do not parse): `__shared__ alignas(16) float a[N];`
+    aligns = []
+    while True:
+        m = _ALIGN_SPEC.search(ty)
+        if m is None:
+            break
+        aligns.append(m.group(0).strip())
+        ty = (ty[:m.start()] + " " + ty[m.end():]).strip()
+    align = " ".join(a.replace("__align__", "alignas", 1) if a.startswith("__align__") else a
+                     for a in aligns)
     out = []
     for d in decl.children_by_field_name("declarator"):
         ids = [x for x in walk(d) if x.type == "identifier"]
@@ -368,7 +382,7 @@ def _shared_decl(unit, decl) -> str:
         else:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
-            out.append(f"static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+            out.append(f"{align + ' ' if align else ''}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
                        f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
