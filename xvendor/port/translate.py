@@ -304,8 +304,13 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
             # `#ifdef __CUDACC__` branches are taken (as branches.py and parse.py read them);
             # defined after the headers (the C++ and SYCL headers must not see it).
             # __CUDA_ARCH__ stays undefined (NOTE [dead PTX])
-            + "#ifndef __CUDACC__\n#define __CUDACC__ 1\n#endif\n")
+            + "#ifndef __CUDACC__\n#define __CUDACC__ 1\n#endif\n"
+            + "".join(f"#define {f} xvc_{f}\n" for f in _ROUNDS))
     return Translation(unit, head + out, list(reports.values()), warp)
+
+
+# the integer roundings the device compiler has no builtin for (the compat header's xvc_*)
+_ROUNDS = ("lround", "lroundf", "llround", "llroundf", "lrint", "lrintf", "llrint", "llrintf")
 
 
 def _shared_edits(unit, fn) -> list:

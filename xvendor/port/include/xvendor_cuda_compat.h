@@ -199,6 +199,24 @@ XVC_VECS(long long, longlong, 16, 16) XVC_VECS(unsigned long long, ulonglong, 16
 XVC_VECS(double, double, 16, 16)
 #undef XVC_VECS
 
+// lround / llround / lrint / llrint (and their f forms, std:: too): the device compiler has
+// no builtin for them ("builtin is not supported on this target"); the translation maps the
+// names here with macros after every header (NOTE [CUDA compilation] in translate.py).
+// lround: halfway cases away from zero (sycl::round); lrint: to nearest even (sycl::rint).
+#define XVC_ROUNDS(NAME, R, FN)                                                          \
+  inline R xvc_##NAME(double x) { return static_cast<R>(FN(x)); }                                      \
+  inline R xvc_##NAME(float x) { return static_cast<R>(FN(x)); }                                       \
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>                    \
+  inline R xvc_##NAME(T x) { return static_cast<R>(FN(double(x))); }                                   \
+  inline R xvc_##NAME##f(float x) { return static_cast<R>(FN(x)); }
+XVC_ROUNDS(lround, long, sycl::round) XVC_ROUNDS(llround, long long, sycl::round)
+XVC_ROUNDS(lrint, long, sycl::rint) XVC_ROUNDS(llrint, long long, sycl::rint)
+#undef XVC_ROUNDS
+namespace std {
+using ::xvc_lround; using ::xvc_llround; using ::xvc_lrint; using ::xvc_llrint;
+using ::xvc_lroundf; using ::xvc_llroundf; using ::xvc_lrintf; using ::xvc_llrintf;
+}
+
 // cuComplex.h (inline device functions over float2/double2, as CUDA's header writes them;
 // cuFFT's complex types are the same typedefs)
 typedef float2 cuFloatComplex;
