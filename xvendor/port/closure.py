@@ -209,12 +209,31 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
         if it.id in kernel_nodes or _unwrap(it).id in kernel_nodes:  # extern "C" __global__
             keep.add(it.id)
             todo.append(it)
-    while todo:
+    # NOTE [free operators]: ``a * b`` never names ``operator*``: a device operator declared
+    # at file scope is reached through the types it takes instead; it is kept once any
+    # name of its parameter list is used by kept code (a type of the unit, or one of the
+    # compat header's: ``float3``)
+    operators = [(it, _param_names(unit, it)) for it in all_items
+                 if info[id(it)][0] == "function" and _is_device_code(unit, it)
+                 and any(nm.startswith("operator") for nm in info[id(it)][1])]
+    used_names = set()
+    while todo or operators:
+        if not todo:
+            woken = [it for it, names in operators if names & used_names]
+            if not woken:
+                break
+            operators = [(it, names) for it, names in operators if not names & used_names]
+            for it in woken:
+                if it.id not in keep:
+                    keep.add(it.id)
+                    todo.append(it)
+            continue
         it = todo.pop()
         here = spaces.get(it.id, ()) if it is not None else ()
         names = list(_referenced(unit, it)) if it is not None else [("", n) for n in extra_names]
         while names:
             qual, nm = names.pop()
+            used_names.add(nm)
             if (here, qual, nm) in seen_names:
                 continue
             seen_names.add((here, qual, nm))
@@ -236,6 +255,9 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     dropped_names = {nm for it in all_items if it.id not in keep for nm in info[id(it)][1]}
     kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
+        if _redefines_builtin(unit, it, spaces):
+            edits.append((it.start_byte, it.end_byte, "/* a CUDA built-in vector type: never compiled by nvcc */"))
+            continue
         if it.type in _ALWAYS:  # a static_assert stays unless it names a dropped declaration
             used = {nm for _, nm in _referenced(unit, it)}
             if not used & (dropped_names - kept_names):
@@ -256,6 +278,40 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
         if not device.search(unit.source, a, b):
             edits.append((a, b, ""))
     return edits
+
+
+# NOTE [built-in vector types]: CUDA declares these in every unit (cuda_runtime.h is
+# included implicitly), so a definition of one at global scope cannot be in a branch nvcc
+# compiles: it is the fallback of a host-only build (``#ifdef WITH_CUDA ... #else struct
+# float2 {float x, y;}; #endif`` with WITH_CUDA set by the project's build). The compat
+# header declares them too: the definition goes, whatever the #if around it says.
+_BUILTIN_VECTOR = re.compile(r"(?:u?(?:char|short|int|long|longlong)|float|double)[1-4]|dim3")
+
+
+def _redefines_builtin(unit, item, spaces) -> bool:
+    if spaces.get(item.id, ()) or item.type not in ("struct_specifier", "declaration"):
+        return False
+    n = item if item.type == "struct_specifier" else item.child_by_field_name("type")
+    if n is None or n.type != "struct_specifier" or n.child_by_field_name("body") is None:
+        return False
+    if item.type == "declaration" and item.child_by_field_name("declarator") is not None:
+        return False  # struct float2 {...} v; declares a variable too: left alone
+    nm = n.child_by_field_name("name")
+    return nm is not None and bool(_BUILTIN_VECTOR.fullmatch(node_text(unit.source, nm)))
+
+
+def _param_names(unit, item) -> set:
+    """The type names a function's parameter list uses (NOTE [free operators])."""
+    n = _unwrap(item)
+    while n.type == "template_declaration":
+        n = n.named_children[-1]
+    d = n.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    ps = d.child_by_field_name("parameters") if d is not None else None
+    if ps is None:
+        return set()
+    return {node_text(unit.source, c) for c in walk(ps) if c.type == "type_identifier"}
 
 
 def _device_variable(unit, item) -> bool:

@@ -186,6 +186,19 @@ def _strip_include_guard(src: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+# NOTE [standard headers]: ``<math.h>``, ``<cmath>`` are the C/C++ library's: never inlined
+# from an -I folder that happens to hold a file of that name (a sub-project's own
+# ``include/math.h`` of operators would be pasted into every unit using <math.h>)
+_C_HEADERS = {"assert.h", "complex.h", "ctype.h", "errno.h", "fenv.h", "float.h", "inttypes.h",
+              "iso646.h", "limits.h", "locale.h", "math.h", "setjmp.h", "signal.h", "stdalign.h",
+              "stdarg.h", "stdatomic.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h",
+              "stdlib.h", "string.h", "tgmath.h", "time.h", "uchar.h", "wchar.h", "wctype.h"}
+
+
+def _standard_header(name: str) -> bool:
+    return name in _C_HEADERS or re.fullmatch(r"[a-z_]+", name) is not None  # <cmath>, <vector>
+
+
 def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list,
                            include_dirs=()) -> bytes:
     """``src`` with local includes (next to the file, or in ``include_dirs``) inlined, once
@@ -197,7 +210,8 @@ def _inline_local_includes(src: bytes, path: Path, seen: set, origin: list,
         p = None
         if m and m.group(1):  # "x.h": next to the file, then -I
             p = _find_include(m.group(1).decode(), path.parent, include_dirs)
-        elif m and include_dirs:  # <x.h>: only -I (system and CUDA headers stay out)
+        elif m and include_dirs and not _standard_header(m.group(2).decode()):
+            # <x.h>: only -I (system and CUDA headers stay out)
             p = _find_include(m.group(2).decode(), None, include_dirs)
         if p is not None:
             if p not in seen:
@@ -498,10 +512,19 @@ def _blank_extension_macros(src: bytes) -> bytes:
 def _expand_qualifier_macros(src: bytes) -> bytes:
     """``#define HD __host__ __device__ inline``: uses of HD outside preprocessor lines are
     replaced by the qualifiers (the parser must see ``__device__``). Lines stay lines."""
-    names = {m.group(1): m.group(2) for m in _DEFINE.finditer(src)
-             if _QUALIFIER_WORDS.search(m.group(2)) and not m.group(2).endswith(b"\\")}
+    defs = [(m.group(1), m.group(2)) for m in _DEFINE.finditer(src) if not m.group(2).endswith(b"\\")]
+    names = {n: v for n, v in defs if _QUALIFIER_WORDS.search(v)}
     if not names:
         return src
+    # through other macros too (``#define IHD INLINE HOST DEVICE`` over ``#define DEVICE
+    # __device__``): a macro made of qualifier macros gets their expansion
+    for _ in range(4):
+        rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names) + rb")\b")
+        more = {n: rx.sub(lambda m: names[m.group(1)], v) for n, v in defs
+                if n not in names and rx.search(v) and re.fullmatch(rb"[\w\s]+", v)}
+        if not more:
+            break
+        names.update(more)
     rx = re.compile(rb"\b(" + b"|".join(re.escape(n) for n in names) + rb")\b")
     lines = src.split(b"\n")
     for i, line in enumerate(lines):

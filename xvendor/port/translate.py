@@ -299,8 +299,18 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
     head = (f"// SYCL free-function kernels translated from {unit.path} by `xvendor port`.\n"
             + "".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n" for d in defines)
             + f"#include \"{HEADER}\"\n#include \"{HEADER_MORE}\"\n"
-            + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else ""))
+            + (f"#include \"{torch_ops.HEADER}\"\n" if torch_ops.uses_torch(unit.source) else "")
+            # NOTE [CUDA compilation]: the translated code is what nvcc compiles, so its
+            # `#ifdef __CUDACC__` branches are taken (as branches.py and parse.py read them);
+            # defined after the headers (the C++ and SYCL headers must not see it).
+            # __CUDA_ARCH__ stays undefined (NOTE [dead PTX])
+            + "#ifndef __CUDACC__\n#define __CUDACC__ 1\n#endif\n"
+            + "".join(f"#define {f} xvc_{f}\n" for f in _ROUNDS))
     return Translation(unit, head + out, list(reports.values()), warp)
+
+
+# the integer roundings the device compiler has no builtin for (the compat header's xvc_*)
+_ROUNDS = ("lround", "lroundf", "llround", "llroundf", "lrint", "lrintf", "llrint", "llrintf")
 
 
 def _shared_edits(unit, fn) -> list:
@@ -310,7 +320,10 @@ def _shared_edits(unit, fn) -> list:
     body = fn.node.child_by_field_name("body")
     if body is None:
         return edits
-    devices = {f.name for f in unit.functions if f.kind == "device"}
+    # a member function is never passed by its bare name, and a name the function declares
+    # itself (a parameter, a local: ``const int count = mask.count(y, x);``) is that variable
+    devices = {f.name for f in unit.functions if f.kind == "device" and not f.member}
+    devices -= {p.name for p in fn.params} | _local_names(unit, body)
     for n in walk(body):
         if n.type == "argument_list":
             for a in n.named_children:
@@ -324,6 +337,26 @@ def _shared_edits(unit, fn) -> list:
     return edits
 
 
+def _local_names(unit, body) -> set:
+    """Names declared inside a function body (variables, lambda and loop parameters)."""
+    out = set()
+    for n in walk(body):
+        if n.type in ("init_declarator", "declaration", "parameter_declaration",
+                      "optional_parameter_declaration", "for_range_loop"):
+            for d in n.children_by_field_name("declarator"):
+                while d.type not in ("identifier", "init_declarator") and d.child_by_field_name("declarator"):
+                    d = d.child_by_field_name("declarator")
+                if d.type == "init_declarator":
+                    d = d.child_by_field_name("declarator")
+                ids = [x for x in walk(d) if x.type == "identifier"] if d is not None else []
+                if ids:
+                    out.add(node_text(unit.source, ids[0]))
+    return out
+
+
+_ALIGN_SPEC = re.compile(r"\b(?:alignas|__align__)\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
+
+
 def _shared_decl(unit, decl) -> str:
     s = unit.source
     # attributes ([[maybe_unused]]) go before the declarations, not into the type
@@ -333,6 +366,17 @@ def _shared_decl(unit, decl) -> str:
                   c not in decl.children_by_field_name("declarator") and
                   node_text(s, c) != "__shared__")
     extern = _is_extern(unit, decl)
+    # alignas(...) / __align__(...) belong to the variable, not to work_group_static's type
+    # argument (where they do not parse): `__shared__ alignas(16) float a[N];`
+    aligns = []
+    while True:
+        m = _ALIGN_SPEC.search(ty)
+        if m is None:
+            break
+        aligns.append(m.group(0).strip())
+        ty = (ty[:m.start()] + " " + ty[m.end():]).strip()
+    align = " ".join(a.replace("__align__", "alignas", 1) if a.startswith("__align__") else a
+                     for a in aligns)
     out = []
     for d in decl.children_by_field_name("declarator"):
         ids = [x for x in walk(d) if x.type == "identifier"]
@@ -343,7 +387,7 @@ def _shared_decl(unit, decl) -> str:
         else:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
-            out.append(f"static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+            out.append(f"{align + ' ' if align else ''}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
                        f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
@@ -445,6 +489,8 @@ def _file_scope_edits(unit, gvars) -> list:
                      "static_assert" in text) and not kinds & {"__constant__", "__device__"})
             if kinds & {"__device__"} and "function_declarator" in kinds and "__global__" not in kinds:
                 keep = True  # a device function's prototype
+            if "__global__" in kinds and "function_declarator" in kinds and "compound_statement" not in kinds:
+                keep = False  # a kernel's prototype: its wrapper has the kernel's (C) name
             if "struct_specifier" in kinds and "init_declarator" not in kinds and "function_declarator" not in kinds:
                 keep = True  # struct X {...}; written as a declaration
             if keep and _HOST_API.search(text):

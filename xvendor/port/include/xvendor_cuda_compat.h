@@ -198,6 +198,63 @@ XVC_VECS(long, long, 16, 16) XVC_VECS(unsigned long, ulong, 16, 16)
 XVC_VECS(long long, longlong, 16, 16) XVC_VECS(unsigned long long, ulonglong, 16, 16)
 XVC_VECS(double, double, 16, 16)
 #undef XVC_VECS
+
+// lround / llround / lrint / llrint (and their f forms, std:: too): the device compiler has
+// no builtin for them ("builtin is not supported on this target"); the translation maps the
+// names here with macros after every header (NOTE [CUDA compilation] in translate.py).
+// lround: halfway cases away from zero (sycl::round); lrint: to nearest even (sycl::rint).
+#define XVC_ROUNDS(NAME, R, FN)                                                          \
+  inline R xvc_##NAME(double x) { return static_cast<R>(FN(x)); }                                      \
+  inline R xvc_##NAME(float x) { return static_cast<R>(FN(x)); }                                       \
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>                    \
+  inline R xvc_##NAME(T x) { return static_cast<R>(FN(double(x))); }                                   \
+  inline R xvc_##NAME##f(float x) { return static_cast<R>(FN(x)); }
+XVC_ROUNDS(lround, long, sycl::round) XVC_ROUNDS(llround, long long, sycl::round)
+XVC_ROUNDS(lrint, long, sycl::rint) XVC_ROUNDS(llrint, long long, sycl::rint)
+#undef XVC_ROUNDS
+namespace std {
+using ::xvc_lround; using ::xvc_llround; using ::xvc_lrint; using ::xvc_llrint;
+using ::xvc_lroundf; using ::xvc_llroundf; using ::xvc_lrintf; using ::xvc_llrintf;
+}
+
+// cuComplex.h (inline device functions over float2/double2, as CUDA's header writes them;
+// cuFFT's complex types are the same typedefs)
+typedef float2 cuFloatComplex;
+typedef double2 cuDoubleComplex;
+typedef cuFloatComplex cuComplex;
+typedef cuComplex cufftComplex;
+typedef cuDoubleComplex cufftDoubleComplex;
+typedef float cufftReal;
+typedef double cufftDoubleReal;
+#define XVC_CPLX(C, T, F, ABS)                                                               \
+  inline T cuCreal##F(C x) { return x.x; }                                                    \
+  inline T cuCimag##F(C x) { return x.y; }                                                    \
+  inline C cuConj##F(C x) { return {x.x, -x.y}; }                                             \
+  inline C cuCadd##F(C x, C y) { return {x.x + y.x, x.y + y.y}; }                             \
+  inline C cuCsub##F(C x, C y) { return {x.x - y.x, x.y - y.y}; }                             \
+  inline C cuCmul##F(C x, C y) {                                                              \
+    return {x.x * y.x - x.y * y.y, x.x * y.y + x.y * y.x};                                    \
+  }                                                                                           \
+  /* CUDA's scaled division (avoids intermediate overflow) */                                 \
+  inline C cuCdiv##F(C x, C y) {                                                              \
+    T s = ABS(y.x) + ABS(y.y), oos = T(1) / s;                                                \
+    T ars = x.x * oos, ais = x.y * oos, brs = y.x * oos, bis = y.y * oos;                     \
+    s = brs * brs + bis * bis;                                                                \
+    oos = T(1) / s;                                                                           \
+    return {(ars * brs + ais * bis) * oos, (ais * brs - ars * bis) * oos};                    \
+  }                                                                                           \
+  inline T cuCabs##F(C x) { return sycl::hypot(x.x, x.y); }                                   \
+  inline C cuCfma##F(C x, C y, C d) {                                                         \
+    return {(x.x * y.x) + d.x - (x.y * y.y), (x.x * y.y) + d.y + (x.y * y.x)};                \
+  }
+XVC_CPLX(cuFloatComplex, float, f, sycl::fabs)
+XVC_CPLX(cuDoubleComplex, double, , sycl::fabs)
+#undef XVC_CPLX
+inline cuFloatComplex make_cuFloatComplex(float r, float i) { return {r, i}; }
+inline cuDoubleComplex make_cuDoubleComplex(double r, double i) { return {r, i}; }
+inline cuComplex make_cuComplex(float r, float i) { return {r, i}; }
+inline cuDoubleComplex cuComplexFloatToDouble(cuFloatComplex c) { return {double(c.x), double(c.y)}; }
+inline cuFloatComplex cuComplexDoubleToFloat(cuDoubleComplex c) { return {float(c.x), float(c.y)}; }
 struct alignas(4) __half2 {
   __half x, y;
   __half2() = default;
@@ -436,6 +493,25 @@ template <unsigned N> struct thread_block_tile {
   unsigned ballot(int p) const { return __ballot_sync(~0u, p); }
 };
 template <unsigned N, class G> inline thread_block_tile<N> tiled_partition(const G &) { return {}; }
+// thread_group: CUDA's type-erased group, a whole block (tile == 0) or a tile of `tile`
+// consecutive threads (a power of 2 <= 32: inside one 32-wide sub-group). Every thread of
+// a launch holds the same kind, so the branch in sync() is uniform.
+struct thread_group {
+  unsigned tile = 0;
+  thread_group(const thread_block &) {}
+  template <unsigned N> thread_group(const thread_block_tile<N> &) : tile(N) {}
+  explicit thread_group(unsigned n) : tile(n) {}
+  void sync() const {
+    if (tile) sycl::group_barrier(xvc::warp()); else __syncthreads();
+  }
+  unsigned thread_rank() const {
+    return tile ? unsigned(xvc::lane_id()) % tile : unsigned(xvc::item().get_local_linear_id());
+  }
+  unsigned size() const { return tile ? tile : unsigned(xvc::item().get_local_range().size()); }
+  unsigned num_threads() const { return size(); }
+};
+// tiled_partition(parent, n): a tile whose size is a run-time value (a power of 2 <= 32)
+inline thread_group tiled_partition(const thread_group &, unsigned n) { return thread_group(n); }
 
 template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
 template <class T> struct less { T operator()(T a, T b) const { return a < b ? a : b; } };
