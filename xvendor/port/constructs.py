@@ -22,6 +22,9 @@ UNSUPPORTED = [
     (r"(?<![\w.>])(malloc|free|cudaMalloc)\s*\(|\bnew\s+\w|\bdelete\b",
      "device-side malloc/free/new"),
     (r"<<<", "kernel launch from device code (dynamic parallelism)"),
+    (r"\b(cudaGraphSetConditional|cudaGraphConditionalHandle|cudaGraphLaunch)\b",
+     "CUDA-graph device API (conditional nodes or graph launches driven from device code: "
+     "SYCL graphs have no device-side control)"),
     (r"\bglobaltimer\b", "global-timer register (%globaltimer)"),
     (r"\b(__shfl|__shfl_down|__shfl_up|__shfl_xor|__any|__all|__ballot)\s*\(",
      "pre-CUDA-9 warp intrinsics without a mask (use the *_sync forms)"),
