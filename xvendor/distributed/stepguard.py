@@ -72,9 +72,9 @@ def verdict(rg, ok: bool) -> bool:
     decider = mine >= n  # NOTE [late deciders] in membership: else one claimant a round
     late = LateDecider(ctl.store, cp.key_vote_count(e, s), f"vote/{e}/{s}", n, me,
                        rg.timing.hb_timeout_s)
-    got = False
+    poll = True  # read the verdict and the abort flag here (first pass; a store that cannot wait)
     while True:
-        if got is False:  # no answer from a wait yet: read for itself
+        if poll:
             raw = ctl.get(key)
             if raw is not None:
                 return raw == "commit"
@@ -83,7 +83,7 @@ def verdict(rg, ok: bool) -> bool:
                                                           for m in rg.members]):
             want = "commit" if all(v == b"1" for v in ctl.store.multi_get(votes)) else "redo"
             return ctl.store.compare_set(key, "", want).decode() == "commit"
-        if got is False and ctl.aborted(e):  # a member died or failed before voting
+        if poll and ctl.aborted(e):  # a member died or failed before voting
             return ctl.store.compare_set(key, "", "redo").decode() == "commit"
         now = time.monotonic()
         if now - t0 > rg.timing.call_bound_s:  # NOTE [bound] in group.py
@@ -98,7 +98,7 @@ def verdict(rg, ok: bool) -> bool:
             if got[0] == 0:
                 return got[1] == "commit"
             return ctl.store.compare_set(key, "", "redo").decode() == "commit"
-        got = False if got is False else True  # None (timed out): the checks above again
+        poll = got is False  # None: the wait timed out with neither key set
 
 
 class StepGuard:
