@@ -57,6 +57,12 @@ def gemm(a, b, bias=None, out_dtype=None):
     return out.to(out_dtype)
 
 
+def _kind_in(t: torch.Tensor, kinds) -> bool:
+    """``t.device.type in kinds``; a CPU tensor answered from ``is_cpu`` (``t.device``
+    builds a device object on every read, ~0.5 us here: NOTE [the CPU device object])."""
+    return "cpu" in kinds if t.is_cpu else t.device.type in kinds
+
+
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     """``t``, or a copy of it in a buffer whose strides torch's grouped_mm takes: the last
     two dims row- or column-major, the leading one a multiple of 16 bytes (torch's own
@@ -67,11 +73,9 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     # row-major (the common case first) or column-major, leading stride a multiple of 16 B
     if (st[-1] == 1 and st[-2] % align == 0 and st[-2] >= max(1, sh[-1])) \
             or (st[-2] == 1 and st[-1] % align == 0 and st[-1] >= max(1, sh[-2])):
-        # (traced: Dynamo cannot read an intermediate's offset; the graph's are fresh.
-        # ``is_cpu`` first: ``device.type`` builds a device object, ~0.5 us a call here)
-        if (t.is_cpu and "cpu" not in GROUPED_MM_ALIGNED_BASE) \
-                or t.device.type not in GROUPED_MM_ALIGNED_BASE \
-                or _compiling() or t.storage_offset() % align == 0:
+        # (traced: Dynamo cannot read an intermediate's offset; the graph's are fresh)
+        if not _kind_in(t, GROUPED_MM_ALIGNED_BASE) or _compiling() \
+                or t.storage_offset() % align == 0:
             return t
     cols = sh[-1]
     padded = max(align, -(-cols // align) * align)
@@ -106,15 +110,10 @@ def _group_of(ends: torch.Tensor, n: int, device) -> torch.Tensor:
 HOST_READS_FREE = {"cpu"}
 
 
-def _host_reads_free(t: torch.Tensor) -> bool:
-    # ``is_cpu`` first: ``t.device.type`` builds a device object (~0.5 us per call here)
-    return (t.is_cpu and "cpu" in HOST_READS_FREE) or t.device.type in HOST_READS_FREE
-
-
 def _zero_past_end(out: torch.Tensor, offs: torch.Tensor, dim: int) -> torch.Tensor:
     """Zero ``out``'s rows (dim 0) or columns (dim 1) past ``offs[-1]``."""
     n = out.shape[dim]
-    if _host_reads_free(out) and not _compiling():
+    if _kind_in(out, HOST_READS_FREE) and not _compiling():
         end = last_end(offs)  # NOTE [offs read once]
         if end < n:
             out.narrow(dim, end, n - end).zero_()
@@ -182,7 +181,7 @@ def _mask_unowned(a, b, offs):
     backward zeroes them. Where the host reads ``offs[-1]`` for free and every entry is
     owned (the common case), the inputs pass unchanged."""
     layout = (a.dim(), b.dim())
-    if _host_reads_free(a) and not _compiling():
+    if _kind_in(a, HOST_READS_FREE) and not _compiling():
         end = last_end(offs)  # NOTE [offs read once]
         if end >= (a.shape[0] if layout == (2, 3) else
                    b.shape[1] if layout == (3, 2) else a.shape[1]):
