@@ -256,7 +256,8 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     kept_names = {nm for it in all_items if it.id in keep for nm in info[id(it)][1]}
     for it in all_items:
         if _redefines_builtin(unit, it, spaces):
-            edits.append((it.start_byte, it.end_byte, "/* a CUDA built-in vector type: never compiled by nvcc */"))
+            edits.append((it.start_byte, it.end_byte,
+                          "/* a CUDA built-in vector type: never compiled by nvcc */"))
             continue
         if it.type in _ALWAYS:  # a static_assert stays unless it names a dropped declaration
             used = {nm for _, nm in _referenced(unit, it)}

@@ -375,8 +375,7 @@ def _shared_decl(unit, decl) -> str:
             break
         aligns.append(m.group(0).strip())
         ty = (ty[:m.start()] + " " + ty[m.end():]).strip()
-    align = " ".join(a.replace("__align__", "alignas", 1) if a.startswith("__align__") else a
-                     for a in aligns)
+    align = " ".join(re.sub(r"^__align__", "alignas", a) for a in aligns)
     out = []
     for d in decl.children_by_field_name("declarator"):
         ids = [x for x in walk(d) if x.type == "identifier"]
@@ -387,7 +386,8 @@ def _shared_decl(unit, decl) -> str:
         else:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
-            out.append(f"{align + ' ' if align else ''}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+            lead = f"{align} " if align else ""
+            out.append(f"{lead}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
                        f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
