@@ -27,6 +27,26 @@ def test_matches_oracle(gen, dtype, shape, wshape, eps):
     assert oracle.rel_error(out, oracle.rms_norm(x, w, eps)) <= oracle.TOLERANCE[dtype]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("backend", ["torch", "reference"])
+def test_default_eps_is_torchs(gen, dtype, backend):
+    """eps=None is the epsilon of the dtype torch computes in (float32's for half types),
+    as torch's own rms_norm: on an input whose mean square is near bf16's epsilon, taking
+    x's dtype's epsilon instead changes the result several-fold (NOTE [rms_norm's default
+    eps])."""
+    x = (torch.randn(5, 64, generator=gen, dtype=torch.float64) * 1e-2).to(dtype)
+    w = torch.randn(64, generator=gen, dtype=torch.float64).to(dtype)
+    torchs = torch.nn.functional.rms_norm(x, (64,), w)
+    out = xvendor.rms_norm(x, w, backend=backend)
+    assert oracle.rel_error(out, torchs) <= 2 * oracle.TOLERANCE[dtype]
+    assert oracle.rel_error(out, oracle.rms_norm(x, w)) <= oracle.TOLERANCE[dtype]
+    # the backward op (the reference's: torch's floor has none) takes the same default
+    eps = torch.finfo(torch.float64 if dtype is torch.float64 else torch.float32).eps
+    g = torch.randn(5, 64, generator=gen, dtype=torch.float64).to(dtype)
+    assert torch.equal(rms_norm_backward(g, x, w, backend="reference")[0],
+                       rms_norm_backward(g, x, w, eps, backend="reference")[0])
+
+
 def test_fp32_weight_with_bf16_activations(gen):
     x, w = torch.randn(6, 40, generator=gen).bfloat16(), torch.randn(40, generator=gen)
     out = xvendor.rms_norm(x, w)

@@ -3,7 +3,9 @@ and its gradient ``xvendor::rms_norm_backward(grad, x, weight=None, eps=None) ->
 
 y = x * rsqrt(mean(x^2) + eps) * weight, the mean taken over the last ``weight.dim()``
 dimensions (the last one when weight is None), accumulated in fp32 for fp16/bf16.
-``eps=None`` means ``torch.finfo(x.dtype).eps``, as in torch. The output has x's dtype;
+``eps=None`` means what torch's rms_norm does: the machine epsilon of the dtype it computes
+in (float32's for fp16/bf16/fp32, float64's for fp64; NOTE [rms_norm's default eps] in
+``xvendor.numerics``). The output has x's dtype;
 weight may have x's dtype or float32 (fp32 master weights with bf16 activations).
 
 The backward is an op of its own, dispatched like the forward (a backend may serve it:
@@ -103,7 +105,7 @@ def _(x, weight=None, eps=None, backend=None):
 def _setup(ctx, inputs, output):
     x, weight, eps, backend = inputs
     ctx.save_for_backward(x, weight)
-    ctx.eps = torch.finfo(x.dtype).eps if eps is None else eps
+    ctx.eps = numerics.rms_norm_eps(x.dtype, eps)
     ctx.backend = _backward_backend(backend)
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import torch
 
+from ..numerics import rms_norm_eps
+
 _ACC = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
 
 
@@ -90,7 +92,7 @@ def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
 
 
 def rms_norm(x, weight=None, eps=None):
-    eps = torch.finfo(x.dtype).eps if eps is None else eps
+    eps = rms_norm_eps(x.dtype, eps)
     acc = _ACC.get(x.dtype, x.dtype)
     dims = tuple(range(-(weight.dim() if weight is not None else 1), 0))
     xf = x.to(acc)
@@ -101,7 +103,7 @@ def rms_norm(x, weight=None, eps=None):
 
 
 def rms_norm_backward(grad, x, weight=None, eps=None):
-    eps = torch.finfo(x.dtype).eps if eps is None else eps
+    eps = rms_norm_eps(x.dtype, eps)
     acc = _ACC.get(x.dtype, x.dtype)
     dims = tuple(range(-(weight.dim() if weight is not None else 1), 0))
     xf, gf = x.to(acc), grad.to(acc)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import torch
 
+from ..numerics import rms_norm_eps
 from . import launch as _launch
 from .configs import WAVE
 _DT = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -151,7 +152,7 @@ def plan(x, weight, eps, cfg, residual=None) -> _launch.Launch:
         torch.zeros(8, dtype=x.dtype, device=x.device)  # never read: has_weight is False
     if w.data_ptr() % 16:
         w = w.clone()  # an offset view: its vector loads would start misaligned
-    eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    eps = float(rms_norm_eps(x.dtype, eps))
     grid = -(-rows // cfg.rows)
     r2 = _rows(residual, rows, hidden) if residual is not None else x2  # never read without
     h = torch.empty_like(y) if residual is not None else y  # never written without
@@ -404,7 +405,7 @@ def plan_backward(grad, x, weight, eps, cfg) -> _launch.Launch:
     w = weight.contiguous() if weight is not None else dw  # never read without a weight
     if w.data_ptr() % 16:
         w = w.clone()
-    eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    eps = float(rms_norm_eps(x.dtype, eps))
     args = (_rows(grad, rows, hidden), _rows(x, rows, hidden), w, dx, dw, rows, hidden, eps,
             cfg.rows, grid)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from .. import shapes
+from ..numerics import rms_norm_eps
 from . import environment, runtime
 from .tensors import TAGS, Launch
 
@@ -184,7 +185,7 @@ def _ragged_rows(name, a, b, offs, bias, out, p, tile):
 
 
 def rms_norm(x, weight=None, eps=None):
-    eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    eps = float(rms_norm_eps(x.dtype, eps))
     d = weight.numel() if weight is not None else x.shape[-1]
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:
