@@ -15,7 +15,9 @@ Code paths, per op:
   * zeros: rows (2Dx3D) / columns (3Dx2D) past ``offs[-1]``: on an accelerator a mask
     built on the device (index >= offs[-1]); on the CPU, where reading ``offs[-1]`` costs
     nothing, one slice (``HOST_READS_FREE``).
-- rms_norm: ``F.rms_norm`` over weight's dims (the last one without a weight).
+- rms_norm: ``F.rms_norm`` over weight's dims (the last one without a weight); in eager
+  inference on the CPU from ``rules.RMS_NORM_ONE_REDUCTION`` elements, torch's arithmetic
+  with one fused reduction (NOTE [rms_norm in one reduction]).
 - topk: ``torch.topk``.
 - scaled_mm / scaled_grouped_mm: ``F.scaled_mm`` / ``F.scaled_grouped_mm`` with the
   recipes and swizzles as torch's enums (rows past ``offs[-1]`` zeroed for the grouped
@@ -31,7 +33,9 @@ import torch.nn.functional as F
 from torch.compiler import is_compiling as _compiling
 
 from ..shapes import last_end
-from .rules import GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT
+from ..numerics import rms_norm_eps
+from .rules import (GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT,
+                    RMS_NORM_ONE_REDUCTION)
 
 _grad_enabled = torch.is_grad_enabled
 
@@ -197,9 +201,44 @@ def _mask_unowned(a, b, offs):
 
 
 def rms_norm(x, weight=None, eps=None):
+    if x.is_cpu and x.numel() >= _ONE_REDUCTION_CPU and not _compiling() and not (
+            _grad_enabled() and (x.requires_grad or weight is not None and weight.requires_grad)):
+        return _rms_norm_one_reduction(x, weight, eps)
     # torch.rms_norm is F.rms_norm without its Python wrapper (the builtin handles
     # __torch_function__ itself): NOTE [floor overhead]
     return torch.rms_norm(x, weight.shape if weight is not None else x.shape[-1:], weight, eps)
+
+
+_ONE_REDUCTION_CPU = RMS_NORM_ONE_REDUCTION.get("cpu", 1 << 62)
+_UPCAST = {torch.float16: F32, torch.bfloat16: F32}
+
+
+def _rms_norm_one_reduction(x, weight, eps):
+    """torch's rms_norm arithmetic with one fused reduction for the mean square.
+
+    NOTE [rms_norm in one reduction]: on the CPU torch's eager rms_norm is its composite:
+    upcast, ``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``, cast (five passes over x
+    and up to three x-sized temporaries). Here the mean square comes from
+    ``vector_norm`` (one pass, no temporary; the square of the norm differs from ``mean``'s
+    sum by an fp32 rounding), then the two multiplies run in place on one buffer: torch's
+    upcast copy for half types, else the product's own. The arithmetic is otherwise torch's
+    (fp32 for half types, x * r, then * weight, one rounding to x's dtype), and eps=None is
+    torch's default (``numerics.rms_norm_eps``). Used in eager inference on the device types
+    and sizes where it is measured faster (``rules.RMS_NORM_ONE_REDUCTION``); a traced call
+    keeps torch's op for the compiler, and a call that needs gradients keeps torch's op
+    under torch's own autograd.
+    """
+    nd = weight.dim() if weight is not None else 1
+    dims = -1 if nd == 1 else tuple(range(-nd, 0))
+    n = x.shape[-1] if nd == 1 else x[(0,) * (x.dim() - nd)].numel()
+    wide = _UPCAST.get(x.dtype)
+    xf = x if wide is None else x.to(wide)
+    r = torch.linalg.vector_norm(xf, 2, dims, True).square_().div_(n)
+    r = r.add_(rms_norm_eps(x.dtype, eps)).rsqrt_()
+    y = torch.mul(x, r) if wide is None else xf.mul_(r)
+    if weight is not None:
+        y.mul_(weight)
+    return y if wide is None else y.to(x.dtype)
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):

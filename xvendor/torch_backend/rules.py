@@ -43,6 +43,14 @@ GROUPED_MM_NATIVE_OUT = {"cuda": {(BF16, F32)}}
 # torch.mm(a, b, out_dtype=): fp32 output of half inputs (CUDA only in torch 2.15)
 MM_NATIVE_OUT = {"cuda": {(BF16, F32), (F16, F32)}}
 
+# Device types where torch's eager rms_norm is its composite (upcast, pow, mean, add, rsqrt,
+# mul, mul, cast: five passes over x and up to three x-sized temporaries), and from how many
+# elements of x one fused reduction (``torch.linalg.vector_norm``) and in-place multiplies
+# are faster there in eager inference (kernels.py, NOTE [rms_norm in one reduction]).
+# Measured with ``python bench/rms_norm_cpu.py`` (bench/RESULTS.md); a device type not
+# listed runs torch's op (CUDA's is one fused kernel).
+RMS_NORM_ONE_REDUCTION = {"cpu": 65536}
+
 # F.scaled_mm: (recipe_a, recipe_b) pairs and operand dtypes, per device type and arch
 # ("*": any arch of that type). MX here means NO_SWIZZLE scales, xvendor's layout.
 SCALED_MM = {
