@@ -27,6 +27,8 @@ Arguments arrive checked by ``xvendor.ops`` and accepted by ``rules.py``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -230,7 +232,7 @@ def _rms_norm_one_reduction(x, weight, eps):
     """
     nd = weight.dim() if weight is not None else 1
     dims = -1 if nd == 1 else tuple(range(-nd, 0))
-    n = x.shape[-1] if nd == 1 else x[(0,) * (x.dim() - nd)].numel()
+    n = math.prod(x.shape[-nd:])
     wide = _UPCAST.get(x.dtype)
     xf = x if wide is None else x.to(wide)
     r = torch.linalg.vector_norm(xf, 2, dims, True).square_().div_(n)
