@@ -96,7 +96,7 @@ def _grouped_mm(dev: DeviceInfo):
     def rule(a, b, offs=None, bias=None, out_dtype=None) -> str | None:
         if a.dtype not in takes:
             return f"torch's grouped_mm on {_where(dev)} takes {names}, not {a.dtype}"
-        if _compiling() and (a.requires_grad or b.requires_grad):
+        if (a.requires_grad or b.requires_grad) and _compiling():
             # A traced training graph differentiates torch's op, whose backward calls it on
             # the output gradient as it comes: its sizes must keep 16-byte rows themselves.
             align = 16 // a.element_size()
