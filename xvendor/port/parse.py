@@ -591,6 +591,8 @@ def _function(src, node, outer, template, member=False) -> Function:
         plist = decl.child_by_field_name("parameters")
         params = [_param(src, p, i) for i, p in enumerate(plist.named_children)
                   if p.type == "parameter_declaration"] if plist is not None else []
+        if len(params) == 1 and params[0].text.strip() == "void":
+            params = []  # C's `k(void)`: no parameters, not one unnamed `void`
     tparams, defaults = [], {}
     if template is not None:
         for p in template.child_by_field_name("parameters").named_children:
