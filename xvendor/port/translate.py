@@ -472,7 +472,7 @@ def _file_scope_edits(unit, gvars) -> list:
     s, edits = unit.source, []
     table = sym_mod.symbols(unit)
     consts = {n.id for n, _, names, const in sym_mod.declarations(unit)
-              if const or (len(names) == 1 and names[0] in table)}
+              if const or (names and all(nm in table for nm in names))}
     for n in walk(unit.tree.root_node):
         if n.id in consts:
             continue  # becomes a const global (_constant_edits)
