@@ -144,10 +144,90 @@ def block_bound(unit, fn) -> bool:
 def _through_host_templates(unit, launch) -> list:
     """The launch's template arguments when they are constants there; an argument that is
     the enclosing host template's own parameter takes each value that host template's
-    callers give it explicitly (``launcher<matmul_naive>(...)``)."""
+    callers give it explicitly (``launcher<matmul_naive>(...)``); one named from a generic
+    lambda's tag parameter takes each tag the lambda is called with (NOTE [lambda tags])."""
+    out = []
+    for args in lambda_tags(unit, launch.node, _local_constants(unit, launch)):
+        for got in _host_bindings(unit, launch, args):
+            if got not in out:
+                out.append(got)
+    return out
+
+
+# NOTE [lambda tags]: host code keeps a run-time switch's values compile-time by calling a
+# generic lambda with tag objects, `auto go = [&](auto D) { k<T, D><<<...>>>(...); };
+# switch (dim) { case 0: go(std::integral_constant<int, 0>{}); ... }` (also
+# `constexpr bool c = decltype(tag)::value;` and `std::true_type{}` tags). Each call of the
+# lambda binds its `auto` parameters to the tags' values; a template argument that names
+# the parameter (`D`, `decltype(D)::value`, `D.value`, `D()`) takes each bound value.
+_TAG = re.compile(r"^(?:::)?(?:std\s*::\s*)?(?:integral_constant\s*<[^,<>]+,\s*(?P<v>.+)>|"
+                  r"bool_constant\s*<\s*(?P<b>.+)>|(?P<t>true|false)_type)\s*(?:\{\s*\}|\(\s*\))$", re.S)
+
+
+def lambda_tags(unit, node, args) -> list:
+    """``args`` once per binding of the tag parameters of the generic lambdas around
+    ``node`` that they name (NOTE [lambda tags]); ``[args]`` when they name none."""
+    out = [list(args)]
+    n = node
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
+        if n.type == "lambda_expression":
+            out = [b for a in out for b in _bind_lambda(unit, n, a)]
+        n = n.parent
+    return out
+
+
+def _bind_lambda(unit, lam, args) -> list:
+    s = unit.source
+    decl = lam.child_by_field_name("declarator")
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    if plist is None:
+        return [args]
+    params = []
+    for i, p in enumerate(x for x in plist.named_children if x.type == "parameter_declaration"):
+        ident = [x for x in walk(p) if x.type == "identifier"]
+        if "auto" in node_text(s, p).split("=")[0].replace("&", " ").split() and ident:
+            params.append((i, node_text(s, ident[-1])))
+    params = [(i, nm) for i, nm in params if any(re.search(rf"\b{re.escape(nm)}\b", a) for a in args)]
+    if not params:
+        return [args]
+    holder = lam.parent
+    if holder is None or holder.type != "init_declarator":
+        return []
+    var = holder.child_by_field_name("declarator")
+    var = node_text(s, var) if var is not None else ""
+    scope = holder
+    while scope is not None and scope.type not in ("compound_statement", "function_definition"):
+        scope = scope.parent
+    out = []
+    for call in (x for x in walk(scope) if x.type == "call_expression" and x.start_byte > lam.end_byte):
+        f = call.child_by_field_name("function")
+        if f is None or f.type != "identifier" or node_text(s, f) != var:
+            continue
+        given = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"]
+        env = {}
+        for i, nm in params:
+            m = _TAG.match(" ".join(node_text(s, given[i]).split())) if i < len(given) else None
+            if m is None:
+                break
+            value = m.group("v") or m.group("b") or m.group("t")
+            env[nm] = _local_constants(unit, _Site(call, [value.strip()]))[0]
+        if len(env) != len(params):
+            continue
+        got = []
+        for a in args:
+            for nm, v in env.items():
+                q = re.escape(nm)
+                a = re.sub(rf"\bdecltype\s*\(\s*{q}\s*\)\s*::\s*value\b|\b{q}\s*\.\s*value\b|"
+                           rf"\b{q}\s*\(\s*\)|\b{q}\b", f"({v})", a)
+            got.append(_fold(a))
+        if got not in out:
+            out.append(got)
+    return out
+
+
+def _host_bindings(unit, launch, args) -> list:
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
-    args = _local_constants(unit, launch)
     dispatch = _dispatch_types(unit, launch)
     if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
         out = []
@@ -259,30 +339,8 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
             continue
         if given:  # constexpr bool B = true; f<T, B>(...): the constants in scope
             given = _local_constants(unit, _Site(call, given))
-        env = dict(zip(own, given))
-        args_node = call.child_by_field_name("arguments")
-        args = [node_text(unit.source, a) for a in args_node.named_children
-                if a.type != "comment"] if args_node is not None else []
-        lo, hi = _arity(host)
-        if not lo <= len(args) <= hi:
-            continue  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
-        decl = _declared(unit, caller)
-        for p, a in zip(host.params, args):
-            if p.base in own and p.base not in env:
-                a = a.strip().lstrip("&").strip()
-                ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
-                if re.fullmatch(r"\w+", a) and decl.get(a):
-                    env[p.base] = decl[a]
-                elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
-                    env[p.base] = decl[ptr.group(1)]
-                elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
-                    env[p.base] = _bound_by_cast(p, a)
-        for t in own:
-            if t not in env and t in host.template_defaults:
-                env[t] = host.template_defaults[t]
-        if len(env) < len(own):
-            continue
-        _add_through_caller(unit, host, caller, call, env, depth, stack, out)
+        for tagged in lambda_tags(unit, call, given):  # NOTE [lambda tags]
+            _bind_call(unit, host, caller, call, tagged, own, depth, stack, out)
         if len(out) >= MAX_ENVS:
             break
     # named as a value (a function pointer returned or stored): NOTE [templates named as values]
@@ -292,6 +350,35 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
         _add_through_caller(unit, host, caller, None, env, depth, stack, out)
     memo[(id(host), depth)] = out[:MAX_ENVS]
     return memo[(id(host), depth)]
+
+
+def _bind_call(unit, host, caller, call, given, own, depth, stack, out) -> None:
+    """One call of host template ``host`` with template arguments ``given``: its binding
+    (the rest deduced from the call's arguments, or defaults), followed through the caller."""
+    env = dict(zip(own, given))
+    args_node = call.child_by_field_name("arguments")
+    args = [node_text(unit.source, a) for a in args_node.named_children
+            if a.type != "comment"] if args_node is not None else []
+    lo, hi = _arity(host)
+    if not lo <= len(args) <= hi:
+        return  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
+    decl = _declared(unit, caller)
+    for p, a in zip(host.params, args):
+        if p.base in own and p.base not in env:
+            a = a.strip().lstrip("&").strip()
+            ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
+            if re.fullmatch(r"\w+", a) and decl.get(a):
+                env[p.base] = decl[a]
+            elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
+                env[p.base] = decl[ptr.group(1)]
+            elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
+                env[p.base] = _bound_by_cast(p, a)
+    for t in own:
+        if t not in env and t in host.template_defaults:
+            env[t] = host.template_defaults[t]
+    if len(env) < len(own):
+        return
+    _add_through_caller(unit, host, caller, call, env, depth, stack, out)
 
 
 def _arity(fn) -> tuple:
@@ -382,8 +469,15 @@ def _local_constants(unit, launch) -> list:
     """The launch's template arguments with the host's compile-time constants in scope
     (``const uint BM = 128;`` in an enclosing block, innermost first) replaced by their
     values, so ``k<BM, BN><<<...>>>`` instantiates as ``k<128, 128>``."""
-    values, n = {}, launch.node
+    values, n, shadow = {}, launch.node, set()
     while n is not None and n.type not in ("function_definition", "translation_unit"):
+        if n.type == "lambda_expression":  # its parameters hide the outer names
+            d = n.child_by_field_name("declarator")
+            pl = d.child_by_field_name("parameters") if d is not None else None
+            for q in (pl.named_children if pl is not None else ()):
+                ids = [x for x in walk(q) if x.type == "identifier"]
+                if ids:
+                    shadow.add(node_text(unit.source, ids[-1]))
         p = n.parent
         if p is not None and p.type in ("compound_statement", "case_statement"):
             for c in p.named_children:
@@ -397,7 +491,8 @@ def _local_constants(unit, launch) -> list:
                     continue
                 for d in c.children_by_field_name("declarator"):
                     name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
-                    if d.type == "init_declarator" and name is not None and value is not None:
+                    if (d.type == "init_declarator" and name is not None and value is not None
+                            and node_text(unit.source, name) not in shadow):
                         values.setdefault(node_text(unit.source, name), node_text(unit.source, value))
         n = p
     args = list(launch.template_args)
@@ -429,8 +524,12 @@ def _local_alias(unit, c) -> dict:
 
 
 def _fold(expr: str) -> str:
-    """An integer expression of literals folded to its value (else as it is)."""
+    """An integer expression of literals folded to its value, a parenthesized ``true`` /
+    ``false`` to the word (else as it is)."""
     text = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
+    word = re.fullmatch(r"\s*(\(\s*)*(true|false)(\s*\))*\s*", text)
+    if word and text.count("(") == text.count(")"):
+        return word.group(2)
     if re.fullmatch(r"[\d\s()+\-*/%<>&|^~]*", text):
         try:
             return str(int(eval(text.replace("/", "//"), {"__builtins__": {}}, {})))  # noqa: S307

@@ -446,7 +446,9 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
         wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
                         f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
         rep.instantiations.append(Instantiation(list(args), name, params, syms))
-    if not insts and inst_mod.block_bound(unit, fn):
+    if insts and inst_mod.block_bound(unit, fn):
+        rep.block_bound = True  # the ones found compiled; mod.k[grid, block] picks k<block>
+    elif not insts and inst_mod.block_bound(unit, fn):
         rep.block_bound = True
         rep.reason = ("its template argument is the launch's block size (a run-time value at the "
                       "launch site): load() compiles kernel<block> on first launch with each block")
