@@ -334,6 +334,43 @@ def _shared_edits(unit, fn) -> list:
     for n in walk(body):
         if n.type == "declaration" and _is_shared(unit, n):
             edits.append((n.start_byte, n.end_byte, _shared_decl(unit, n)))
+    return edits + _printf_format_edits(unit, body)
+
+
+def _printf_format_edits(unit, body) -> list:
+    """``const char *msg = "..."; printf(msg);`` -> ``printf("...")``: the SYCL printf takes
+    its format from the constant address space (the compat header's printf puts a string
+    literal there), so a format named through a local constant pointer is replaced by the
+    literal it is initialized with. Only a local declared const, initialized with a literal
+    and never assigned again; any other non-literal format is left (a compile error)."""
+    s, literals, decls = unit.source, {}, []
+    for n in walk(body):
+        if n.type != "declaration" or not re.search(r"\bconst\b", node_text(s, n).split("=")[0]):
+            continue
+        for d in n.children_by_field_name("declarator"):
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is None or value.type not in ("string_literal", "concatenated_string"):
+                continue
+            ids = [x for x in walk(d.child_by_field_name("declarator")) if x.type == "identifier"]
+            if ids:
+                literals[node_text(s, ids[0])] = node_text(s, value)
+                decls.append(n)
+    if not literals:
+        return []
+    text = s[body.start_byte:body.end_byte]
+    for n in decls:  # the initializations themselves are no assignments
+        a, b = n.start_byte - body.start_byte, n.end_byte - body.start_byte
+        text = text[:a] + b" " * (b - a) + text[b:]
+    text = text.decode(errors="replace")
+    edits = []
+    for n in walk(body):
+        if n.type != "call_expression" or node_text(s, n.child_by_field_name("function")) != "printf":
+            continue
+        args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
+        name = node_text(s, args[0]) if args and args[0].type == "identifier" else None
+        if name in literals and not re.search(rf"\b{re.escape(name)}\s*(?:[-+]?=(?!=)|\+\+|--)|"
+                                              rf"(?:\+\+|--)\s*{re.escape(name)}\b", text):
+            edits.append((args[0].start_byte, args[0].end_byte, literals[name]))
     return edits
 
 
