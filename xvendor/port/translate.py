@@ -424,7 +424,10 @@ def _shared_decl(unit, decl) -> str:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
             lead = f"{align} " if align else ""
-            out.append(f"{lead}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+            # work_group_static<volatile T[n]> is rejected; the storage is plain and the
+            # name a volatile reference to it, so every access stays volatile as in CUDA
+            wty = " ".join(re.sub(r"\bvolatile\b", " ", ty).split())
+            out.append(f"{lead}static syclex::work_group_static<{wty}{abstract}> {name}__xv_wgs; "
                        f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
