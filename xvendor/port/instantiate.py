@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from . import references
-from .parse import node_text, split_template_args, walk
+from .parse import at_file_scope, node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
 
@@ -52,6 +52,7 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             continue
         if launch.template_args is not None:
             for args in _through_host_templates(unit, launch):
+                args = _file_aliases(unit, launch.node, args, host_params)
                 rest = names[len(args):]
                 if rest and not all(t in fn.template_defaults for t in rest):
                     # k<forward, false><<<...>>>(x, ...): the rest deduced from the arguments
@@ -68,6 +69,41 @@ def instantiations(unit, fn, typedefs, extra) -> list:
         add([_expand_macros(unit, env[t]) for t in names])
     for e in extra:
         add(e)
+    return out
+
+
+def _file_aliases(unit, node, args, host_params) -> list:
+    """A launch argument that is a file-scope type alias (``typedef TYPE T;`` then
+    ``k<T><<<...>>>`` in ``main``) whose name some host template also uses as its own
+    parameter: the alias's type, macros expanded, when no template around the launch
+    declares that name (else it is that template's parameter, not concrete here)."""
+    names = {a.strip() for a in args} & host_params
+    if not names:
+        return args
+    n = node
+    while n is not None:
+        if n.type == "template_declaration":
+            plist = n.child_by_field_name("parameters")
+            names -= {node_text(unit.source, x) for x in walk(plist)
+                      if x.type in ("type_identifier", "identifier")} if plist is not None else set()
+        n = n.parent
+    aliases = unit.__dict__.get("_xv_file_aliases")
+    if aliases is None:
+        aliases = {}
+        for d in walk(unit.tree.root_node):
+            if d.type == "type_definition" and at_file_scope(d):
+                t, nm = d.child_by_field_name("type"), d.child_by_field_name("declarator")
+                if t is not None and nm is not None and nm.type == "type_identifier":
+                    aliases.setdefault(node_text(unit.source, nm), []).append(node_text(unit.source, t))
+            elif d.type == "alias_declaration" and at_file_scope(d):
+                nm, t = d.child_by_field_name("name"), d.child_by_field_name("type")
+                if nm is not None and t is not None:
+                    aliases.setdefault(node_text(unit.source, nm), []).append(node_text(unit.source, t))
+        unit.__dict__["_xv_file_aliases"] = aliases
+    out = []
+    for a in args:
+        found = aliases.get(a.strip(), []) if a.strip() in names else []
+        out.append(_expand_macros(unit, found[0]) if len(set(found)) == 1 else a)
     return out
 
 
