@@ -225,11 +225,14 @@ def _is_extern(unit, decl) -> bool:
 
 def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
               kernels: list | None = None, exclude: dict | None = None,
-              drop_devices: dict | None = None, progress=None, defines=()) -> Translation:
+              drop_devices: dict | None = None, progress=None, defines=(),
+              drop_instantiations: dict | None = None) -> Translation:
     """Translate ``unit``. ``instantiate``: ["name<args>"]; ``kernels``: only these names;
     ``exclude``: name -> (status, reason) for kernels to leave out (compile errors found
     earlier); ``drop_devices``: device functions that failed to compile (kernels that call
-    them get ``compile_error``), name -> compiler log; ``progress``: called once per kernel."""
+    them get ``compile_error``), name -> compiler log; ``progress``: called once per kernel;
+    ``drop_instantiations``: kernel name -> {wrapper name: reason} of instantiations left
+    out (NOTE [static_assert instantiations] in build.py)."""
     if warp not in ("32", "native"):
         raise ValueError(f"warp must be '32' or 'native', got {warp!r}")
     exclude = exclude or {}
@@ -283,6 +286,13 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         rep.dynamic_shared = _uses_dynamic_shared(unit, reach)
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
+        dropped = (drop_instantiations or {}).get(fn.name, {})
+        if dropped:
+            for a in insts:
+                if sycl_name(fn.name, a) in dropped:
+                    rep.lints.append(f"instantiation {fn.name}<{', '.join(a)}> left out: "
+                                     f"{dropped[sycl_name(fn.name, a)]}")
+            insts = [a for a in insts if sycl_name(fn.name, a) not in dropped]
         if fn.template_params:
             insts, rep.deferred = inst_mod.eager(insts, [list(e) for e in extra.get(fn.name, [])])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
