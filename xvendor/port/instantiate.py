@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from . import references
-from .parse import at_file_scope, node_text, split_template_args, walk
+from .parse import Launch, at_file_scope, node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
 
@@ -63,12 +63,65 @@ def instantiations(unit, fn, typedefs, extra) -> list:
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
+    # launches written inside a function-like macro, bound at each use of the macro
+    for launch in macro_launches(unit, fn.name):
+        for args in _through_host_templates(unit, launch):
+            add(_file_aliases(unit, launch.node, args, host_params))
     # explicit instantiations of the kernel itself (template __global__ void k<float>(...);),
     # object-like macros in them replaced by their values
     for env in _explicit_instantiations(unit, fn):
         add([_expand_macros(unit, env[t]) for t in names])
     for e in extra:
         add(e)
+    return out
+
+
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def macro_launches(unit, kernel: str) -> list:
+    """Pseudo-launches of ``kernel`` from function-like macros whose body launches it
+    (``#define LAUNCH(T) k<T><<<grid, block>>>(...)``, the kernel's name possibly a
+    parameter): one per use of the macro in a function, its parameters replaced by that
+    use's arguments (``LAUNCH(float);`` -> ``k<float>``), at the use's place in the tree
+    (so its constants in scope and its host template apply)."""
+    src, out = unit.source, []
+    for m in _DEFINE.finditer(src):
+        name, params = m.group(1).decode(), [p.strip() for p in m.group(2).decode().split(",")]
+        body = m.group(3).decode(errors="replace").replace("\\\n", " ")
+        sites = []
+        for k in re.finditer(r"\b(\w+)\s*<", body):
+            if k.group(1) != kernel and k.group(1) not in params:
+                continue
+            depth, j = 1, k.end()
+            while j < len(body) and depth:
+                depth += {"<": 1, ">": -1}.get(body[j], 0)
+                j += 1
+            if depth == 0 and re.match(r"\s*<<<", body[j:]):
+                sites.append((k.group(1), split_template_args(body[k.end():j - 1])))
+        if not sites:
+            continue
+        for use in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*\(", src):
+            if use.start() >= m.start() and use.start() < m.end():
+                continue  # the definition itself
+            depth, j = 1, use.end()
+            while j < len(src) and depth:
+                depth += {40: 1, 41: -1}.get(src[j], 0)
+                j += 1
+            given = split_template_args(src[use.end():j - 1].decode(errors="replace"))
+            node = unit.tree.root_node.descendant_for_byte_range(use.start(), use.start())
+            host = node
+            while host is not None and host.type != "function_definition":
+                host = host.parent
+            fn = next((f for f in unit.functions if host is not None and f.node.id == host.id), None)
+            if fn is None or fn.kind != "host" or len(given) != len(params):
+                continue
+            env = {p: g.strip() for p, g in zip(params, given)}
+            for kname, targs in sites:
+                if env.get(kname, kname) != kernel:
+                    continue
+                targs = [_subst(a, env) for a in targs]
+                out.append(Launch(kernel, targs, [], [], fn.name, node.start_point[0] + 1, node))
     return out
 
 
