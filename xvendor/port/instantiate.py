@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from . import references
-from .parse import Launch, at_file_scope, node_text, split_template_args, walk
+from .parse import Launch, at_file_scope, function_declarator, node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
 
@@ -379,9 +379,7 @@ def _explicit_instantiations(unit, host) -> list:
     for n in walk(unit.tree.root_node):
         if n.type != "template_instantiation":
             continue
-        d = n.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = function_declarator(n.child_by_field_name("declarator"))
         if d is None or d.child_by_field_name("declarator") is None:
             continue
         callee = d.child_by_field_name("declarator")
@@ -473,9 +471,7 @@ def _bind_call(unit, host, caller, call, given, own, depth, stack, out) -> None:
 def _arity(fn) -> tuple:
     """(fewest, most) arguments a call of ``fn`` may give: its parameters without a default
     value, and all of them (defaulted ones included; no bound when variadic)."""
-    d = fn.node.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = function_declarator(fn.node.child_by_field_name("declarator"))
     plist = d.child_by_field_name("parameters") if d is not None else None
     if plist is None:
         return len(fn.params), len(fn.params)
