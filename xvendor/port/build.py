@@ -94,6 +94,60 @@ def _blame(translation, log: str) -> dict:
     return {k: log for k in (hit or ok)}
 
 
+# NOTE [static_assert instantiations]: instantiations are found from every launch site and
+# every `if constexpr` branch of the host code, including branches the real program never
+# takes for those arguments. When the only errors of a kernel are static_assert failures
+# inside some of its instantiations, nvcc would reject any program that instantiated them,
+# so the real program never does: those instantiations are left out (a lint on the kernel
+# names each), and the kernel compiles with the others. A kernel whose every instantiation
+# fails, or that fails in any other way, stays compile_error.
+_REQUESTED = re.compile(r"^(?:\./)?rtc_\d+\.cpp:(\d+):\d+: note: in instantiation of .* requested here", re.M)
+_ASSERT = re.compile(r"error: static assertion failed|error: static_assert failed")
+
+
+def _static_assert_instantiations(translation, name, log) -> dict:
+    """{wrapper name: reason} of kernel ``name``'s instantiations whose compile fails on a
+    static_assert, when those are all its errors and some instantiation is left."""
+    rep = next((k for k in translation.kernels if k.name == name), None)
+    if rep is None or len(rep.instantiations) < 2 or not _ASSERT.search(log):
+        return {}
+    lines = translation.source.splitlines()
+    spans = [(a, b) for a, b, n in _kernel_lines(translation.source) if n == name]
+    wrappers = {i.sycl_name for i in rep.instantiations}
+    # one diagnostic = an error line and the notes after it, up to the next error
+    blocks, cur = [], None
+    for ln in log.splitlines():
+        if re.search(r"rtc_\d+\.cpp:\d+:\d+: (?:fatal )?error:", ln):
+            cur = [ln]
+            blocks.append(cur)
+        elif cur is not None:
+            cur.append(ln)
+    found, mine = set(), 0
+    for block in blocks:
+        at = [int(x) for x in re.findall(r"rtc_\d+\.cpp:(\d+):\d+:", "\n".join(block))]
+        if not any(a <= ln <= b for ln in at for a, b in spans):
+            continue  # another kernel's diagnostic
+        mine += 1
+        if not _ASSERT.search(block[0]):
+            return {}
+        hit = None
+        for m in _REQUESTED.finditer("\n".join(block)):
+            ln = int(m.group(1))
+            for back in range(0, 4):
+                w = re.match(r"^void (\w+)\(", lines[ln - 1 - back]) if ln - 1 - back >= 0 else None
+                if w and w.group(1) in wrappers:
+                    hit = w.group(1)
+                    break
+        if hit is None:
+            return {}
+        found.add(hit)
+    if not mine or not found or found == wrappers:
+        return {}
+    msg = next(b[0] for b in blocks if _ASSERT.search(b[0])).split("error:", 1)[1].strip()[:160]
+    return {w: f"its compile fails on a static_assert ({msg}): the program cannot instantiate it"
+            for w in found}
+
+
 def _enclosing_function(src_lines, line) -> set:
     for i in range(min(line, len(src_lines)) - 1, -1, -1):
         m = re.match(r"^\s*(?:template\s*<.*>\s*)?(?:[\w:<>,*&\s]+?)\b(\w+)\s*\(", src_lines[i])
@@ -109,12 +163,12 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
     from xvendor.xpu import runtime
     queue = queue or runtime.cpu_queue()
     unit = parse.parse_file(path, include_dirs=include_dirs)
-    exclude, drop, t0, rounds = {}, {}, time.perf_counter(), 0
+    exclude, drop, dropped, t0, rounds = {}, {}, {}, time.perf_counter(), 0
     while True:
         rounds += 1
         t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels, exclude=exclude,
                          drop_devices=drop, progress=progress if rounds == 1 else None,
-                         defines=defines)
+                         defines=defines, drop_instantiations=dropped)
         if not any(k.status == "ok" and k.instantiations for k in t.kernels):
             return BuildResult(t, None, time.perf_counter() - t0, rounds)
         try:
@@ -132,7 +186,8 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
                     keep = set(subset)
                     ex = {**exclude, **{n: ("compile_error", "isolation") for n in ok if n not in keep}}
                     tt = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
-                                      exclude=ex, drop_devices=drop, defines=defines)
+                                      exclude=ex, drop_devices=drop, defines=defines,
+                                      drop_instantiations=dropped)
                     try:
                         runtime.build(tt.source, label=f"{unit.path} (translated, isolating)",
                                       queue=queue, includes=includes())
@@ -144,13 +199,17 @@ def compile_translation(path, *, warp="32", instantiate=None, kernels=None, queu
                 blamed = _blame(t, e.log) if rounds < MAX_ROUNDS else {n: e.log for n in ok}
             spans = _kernel_lines(t.source)
             for name, log in blamed.items():
-                if name.startswith("device:"):
+                failing = _static_assert_instantiations(t, name, log) if rounds < MAX_ROUNDS else {}
+                if failing:  # NOTE [static_assert instantiations]
+                    dropped.setdefault(name, {}).update(failing)
+                elif name.startswith("device:"):
                     drop[name[len("device:"):]] = _excerpt(log, [])
                 else:
                     exclude[name] = ("compile_error", _excerpt(log, [(a, b) for a, b, n in spans if n == name]))
             if rounds >= MAX_ROUNDS:
                 t = tr.translate(unit, warp=warp, instantiate=instantiate, kernels=kernels,
-                                 exclude=exclude, drop_devices=drop, defines=defines)
+                                 exclude=exclude, drop_devices=drop, defines=defines,
+                                 drop_instantiations=dropped)
                 return BuildResult(t, None, time.perf_counter() - t0, rounds)
 
 

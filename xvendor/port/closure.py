@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from . import parse
-from .parse import node_text, walk
+from .parse import function_declarator, node_text, walk
 
 __all__ = ["drop_edits", "items"]
 
@@ -81,9 +81,7 @@ def _declared(unit, item) -> set:
         n = inner[-1]
     out = set()
     if n.type == "function_definition":
-        d = n.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = function_declarator(n.child_by_field_name("declarator"))
         if d is not None and d.child_by_field_name("declarator") is not None:
             out.add(node_text(s, d.child_by_field_name("declarator")).split("::")[-1].split("<")[0].strip())
         return out
@@ -306,9 +304,7 @@ def _param_names(unit, item) -> set:
     n = _unwrap(item)
     while n.type == "template_declaration":
         n = n.named_children[-1]
-    d = n.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = function_declarator(n.child_by_field_name("declarator"))
     ps = d.child_by_field_name("parameters") if d is not None else None
     if ps is None:
         return set()

@@ -19,7 +19,7 @@ UNSUPPORTED = [
     (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|cutlass|cute)::|"
      r"\bthrust::(?!(tuple|get|make_tuple|tie|pair|make_pair)\b)",  # thrust's value types are not calls
      "library call (cuBLAS/cuDNN/cuRAND/CUB/thrust/CUTLASS) in device code"),
-    (r"(?<![\w.>])(malloc|free|cudaMalloc)\s*\(|\bnew\s+\w|\bdelete\b",
+    (r"(?<![\w.>])(malloc|free|cudaMalloc|cudaFree)\s*\(|\bnew\s+\w|\bdelete\b",
      "device-side malloc/free/new"),
     (r"<<<", "kernel launch from device code (dynamic parallelism)"),
     (r"\b(cudaGraphSetConditional|cudaGraphConditionalHandle|cudaGraphLaunch)\b",

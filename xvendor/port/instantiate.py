@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from . import references
-from .parse import node_text, split_template_args, walk
+from .parse import Launch, at_file_scope, function_declarator, node_text, split_template_args, walk
 
 __all__ = ["instantiations", "block_bound", "eager", "MAX_EAGER"]
 
@@ -52,6 +52,7 @@ def instantiations(unit, fn, typedefs, extra) -> list:
             continue
         if launch.template_args is not None:
             for args in _through_host_templates(unit, launch):
+                args = _file_aliases(unit, launch.node, args, host_params)
                 rest = names[len(args):]
                 if rest and not all(t in fn.template_defaults for t in rest):
                     # k<forward, false><<<...>>>(x, ...): the rest deduced from the arguments
@@ -62,12 +63,100 @@ def instantiations(unit, fn, typedefs, extra) -> list:
         else:
             for args in _deduce(unit, fn, launch):
                 add(args)
+    # launches written inside a function-like macro, bound at each use of the macro
+    for launch in macro_launches(unit, fn.name):
+        for args in _through_host_templates(unit, launch):
+            add(_file_aliases(unit, launch.node, args, host_params))
     # explicit instantiations of the kernel itself (template __global__ void k<float>(...);),
     # object-like macros in them replaced by their values
     for env in _explicit_instantiations(unit, fn):
         add([_expand_macros(unit, env[t]) for t in names])
     for e in extra:
         add(e)
+    return out
+
+
+_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def macro_launches(unit, kernel: str) -> list:
+    """Pseudo-launches of ``kernel`` from function-like macros whose body launches it
+    (``#define LAUNCH(T) k<T><<<grid, block>>>(...)``, the kernel's name possibly a
+    parameter): one per use of the macro in a function, its parameters replaced by that
+    use's arguments (``LAUNCH(float);`` -> ``k<float>``), at the use's place in the tree
+    (so its constants in scope and its host template apply)."""
+    src, out = unit.source, []
+    for m in _DEFINE.finditer(src):
+        name, params = m.group(1).decode(), [p.strip() for p in m.group(2).decode().split(",")]
+        body = m.group(3).decode(errors="replace").replace("\\\n", " ")
+        sites = []
+        for k in re.finditer(r"\b(\w+)\s*<", body):
+            if k.group(1) != kernel and k.group(1) not in params:
+                continue
+            depth, j = 1, k.end()
+            while j < len(body) and depth:
+                depth += {"<": 1, ">": -1}.get(body[j], 0)
+                j += 1
+            if depth == 0 and re.match(r"\s*<<<", body[j:]):
+                sites.append((k.group(1), split_template_args(body[k.end():j - 1])))
+        if not sites:
+            continue
+        for use in re.finditer(rb"\b" + re.escape(name.encode()) + rb"\s*\(", src):
+            if use.start() >= m.start() and use.start() < m.end():
+                continue  # the definition itself
+            depth, j = 1, use.end()
+            while j < len(src) and depth:
+                depth += {40: 1, 41: -1}.get(src[j], 0)
+                j += 1
+            given = split_template_args(src[use.end():j - 1].decode(errors="replace"))
+            node = unit.tree.root_node.descendant_for_byte_range(use.start(), use.start())
+            host = node
+            while host is not None and host.type != "function_definition":
+                host = host.parent
+            fn = next((f for f in unit.functions if host is not None and f.node.id == host.id), None)
+            if fn is None or fn.kind != "host" or len(given) != len(params):
+                continue
+            env = {p: g.strip() for p, g in zip(params, given)}
+            for kname, targs in sites:
+                if env.get(kname, kname) != kernel:
+                    continue
+                targs = [_subst(a, env) for a in targs]
+                out.append(Launch(kernel, targs, [], [], fn.name, node.start_point[0] + 1, node))
+    return out
+
+
+def _file_aliases(unit, node, args, host_params) -> list:
+    """A launch argument that is a file-scope type alias (``typedef TYPE T;`` then
+    ``k<T><<<...>>>`` in ``main``) whose name some host template also uses as its own
+    parameter: the alias's type, macros expanded, when no template around the launch
+    declares that name (else it is that template's parameter, not concrete here)."""
+    names = {a.strip() for a in args} & host_params
+    if not names:
+        return args
+    n = node
+    while n is not None:
+        if n.type == "template_declaration":
+            plist = n.child_by_field_name("parameters")
+            names -= {node_text(unit.source, x) for x in walk(plist)
+                      if x.type in ("type_identifier", "identifier")} if plist is not None else set()
+        n = n.parent
+    aliases = unit.__dict__.get("_xv_file_aliases")
+    if aliases is None:
+        aliases = {}
+        for d in walk(unit.tree.root_node):
+            if d.type == "type_definition" and at_file_scope(d):
+                t, nm = d.child_by_field_name("type"), d.child_by_field_name("declarator")
+                if t is not None and nm is not None and nm.type == "type_identifier":
+                    aliases.setdefault(node_text(unit.source, nm), []).append(node_text(unit.source, t))
+            elif d.type == "alias_declaration" and at_file_scope(d):
+                nm, t = d.child_by_field_name("name"), d.child_by_field_name("type")
+                if nm is not None and t is not None:
+                    aliases.setdefault(node_text(unit.source, nm), []).append(node_text(unit.source, t))
+        unit.__dict__["_xv_file_aliases"] = aliases
+    out = []
+    for a in args:
+        found = aliases.get(a.strip(), []) if a.strip() in names else []
+        out.append(_expand_macros(unit, found[0]) if len(set(found)) == 1 else a)
     return out
 
 
@@ -144,10 +233,90 @@ def block_bound(unit, fn) -> bool:
 def _through_host_templates(unit, launch) -> list:
     """The launch's template arguments when they are constants there; an argument that is
     the enclosing host template's own parameter takes each value that host template's
-    callers give it explicitly (``launcher<matmul_naive>(...)``)."""
+    callers give it explicitly (``launcher<matmul_naive>(...)``); one named from a generic
+    lambda's tag parameter takes each tag the lambda is called with (NOTE [lambda tags])."""
+    out = []
+    for args in lambda_tags(unit, launch.node, _local_constants(unit, launch)):
+        for got in _host_bindings(unit, launch, args):
+            if got not in out:
+                out.append(got)
+    return out
+
+
+# NOTE [lambda tags]: host code keeps a run-time switch's values compile-time by calling a
+# generic lambda with tag objects, `auto go = [&](auto D) { k<T, D><<<...>>>(...); };
+# switch (dim) { case 0: go(std::integral_constant<int, 0>{}); ... }` (also
+# `constexpr bool c = decltype(tag)::value;` and `std::true_type{}` tags). Each call of the
+# lambda binds its `auto` parameters to the tags' values; a template argument that names
+# the parameter (`D`, `decltype(D)::value`, `D.value`, `D()`) takes each bound value.
+_TAG = re.compile(r"^(?:::)?(?:std\s*::\s*)?(?:integral_constant\s*<[^,<>]+,\s*(?P<v>.+)>|"
+                  r"bool_constant\s*<\s*(?P<b>.+)>|(?P<t>true|false)_type)\s*(?:\{\s*\}|\(\s*\))$", re.S)
+
+
+def lambda_tags(unit, node, args) -> list:
+    """``args`` once per binding of the tag parameters of the generic lambdas around
+    ``node`` that they name (NOTE [lambda tags]); ``[args]`` when they name none."""
+    out = [list(args)]
+    n = node
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
+        if n.type == "lambda_expression":
+            out = [b for a in out for b in _bind_lambda(unit, n, a)]
+        n = n.parent
+    return out
+
+
+def _bind_lambda(unit, lam, args) -> list:
+    s = unit.source
+    decl = lam.child_by_field_name("declarator")
+    plist = decl.child_by_field_name("parameters") if decl is not None else None
+    if plist is None:
+        return [args]
+    params = []
+    for i, p in enumerate(x for x in plist.named_children if x.type == "parameter_declaration"):
+        ident = [x for x in walk(p) if x.type == "identifier"]
+        if "auto" in node_text(s, p).split("=")[0].replace("&", " ").split() and ident:
+            params.append((i, node_text(s, ident[-1])))
+    params = [(i, nm) for i, nm in params if any(re.search(rf"\b{re.escape(nm)}\b", a) for a in args)]
+    if not params:
+        return [args]
+    holder = lam.parent
+    if holder is None or holder.type != "init_declarator":
+        return []
+    var = holder.child_by_field_name("declarator")
+    var = node_text(s, var) if var is not None else ""
+    scope = holder
+    while scope is not None and scope.type not in ("compound_statement", "function_definition"):
+        scope = scope.parent
+    out = []
+    for call in (x for x in walk(scope) if x.type == "call_expression" and x.start_byte > lam.end_byte):
+        f = call.child_by_field_name("function")
+        if f is None or f.type != "identifier" or node_text(s, f) != var:
+            continue
+        given = [a for a in call.child_by_field_name("arguments").named_children if a.type != "comment"]
+        env = {}
+        for i, nm in params:
+            m = _TAG.match(" ".join(node_text(s, given[i]).split())) if i < len(given) else None
+            if m is None:
+                break
+            value = m.group("v") or m.group("b") or m.group("t")
+            env[nm] = _local_constants(unit, _Site(call, [value.strip()]))[0]
+        if len(env) != len(params):
+            continue
+        got = []
+        for a in args:
+            for nm, v in env.items():
+                q = re.escape(nm)
+                a = re.sub(rf"\bdecltype\s*\(\s*{q}\s*\)\s*::\s*value\b|\b{q}\s*\.\s*value\b|"
+                           rf"\b{q}\s*\(\s*\)|\b{q}\b", f"({v})", a)
+            got.append(_fold(a))
+        if got not in out:
+            out.append(got)
+    return out
+
+
+def _host_bindings(unit, launch, args) -> list:
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
-    args = _local_constants(unit, launch)
     dispatch = _dispatch_types(unit, launch)
     if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
         out = []
@@ -210,9 +379,7 @@ def _explicit_instantiations(unit, host) -> list:
     for n in walk(unit.tree.root_node):
         if n.type != "template_instantiation":
             continue
-        d = n.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = function_declarator(n.child_by_field_name("declarator"))
         if d is None or d.child_by_field_name("declarator") is None:
             continue
         callee = d.child_by_field_name("declarator")
@@ -259,30 +426,8 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
             continue
         if given:  # constexpr bool B = true; f<T, B>(...): the constants in scope
             given = _local_constants(unit, _Site(call, given))
-        env = dict(zip(own, given))
-        args_node = call.child_by_field_name("arguments")
-        args = [node_text(unit.source, a) for a in args_node.named_children
-                if a.type != "comment"] if args_node is not None else []
-        lo, hi = _arity(host)
-        if not lo <= len(args) <= hi:
-            continue  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
-        decl = _declared(unit, caller)
-        for p, a in zip(host.params, args):
-            if p.base in own and p.base not in env:
-                a = a.strip().lstrip("&").strip()
-                ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
-                if re.fullmatch(r"\w+", a) and decl.get(a):
-                    env[p.base] = decl[a]
-                elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
-                    env[p.base] = decl[ptr.group(1)]
-                elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
-                    env[p.base] = _bound_by_cast(p, a)
-        for t in own:
-            if t not in env and t in host.template_defaults:
-                env[t] = host.template_defaults[t]
-        if len(env) < len(own):
-            continue
-        _add_through_caller(unit, host, caller, call, env, depth, stack, out)
+        for tagged in lambda_tags(unit, call, given):  # NOTE [lambda tags]
+            _bind_call(unit, host, caller, call, tagged, own, depth, stack, out)
         if len(out) >= MAX_ENVS:
             break
     # named as a value (a function pointer returned or stored): NOTE [templates named as values]
@@ -294,12 +439,39 @@ def host_envs(unit, host, depth: int = 0, stack=()) -> list:
     return memo[(id(host), depth)]
 
 
+def _bind_call(unit, host, caller, call, given, own, depth, stack, out) -> None:
+    """One call of host template ``host`` with template arguments ``given``: its binding
+    (the rest deduced from the call's arguments, or defaults), followed through the caller."""
+    env = dict(zip(own, given))
+    args_node = call.child_by_field_name("arguments")
+    args = [node_text(unit.source, a) for a in args_node.named_children
+            if a.type != "comment"] if args_node is not None else []
+    lo, hi = _arity(host)
+    if not lo <= len(args) <= hi:
+        return  # an overload of another arity (f(ctx, a, b) beside f(a, b, c, ...))
+    decl = _declared(unit, caller)
+    for p, a in zip(host.params, args):
+        if p.base in own and p.base not in env:
+            a = a.strip().lstrip("&").strip()
+            ptr = re.match(r"(\w+)\s*[+-](?![-+=>])", a) if p.pointer else None
+            if re.fullmatch(r"\w+", a) and decl.get(a):
+                env[p.base] = decl[a]
+            elif ptr and decl.get(ptr.group(1)):  # x + i3*n: the pointer's own type
+                env[p.base] = decl[ptr.group(1)]
+            elif _bound_by_cast(p, a):  # clamp_cuda((const half *) src_d, ...): T = half
+                env[p.base] = _bound_by_cast(p, a)
+    for t in own:
+        if t not in env and t in host.template_defaults:
+            env[t] = host.template_defaults[t]
+    if len(env) < len(own):
+        return
+    _add_through_caller(unit, host, caller, call, env, depth, stack, out)
+
+
 def _arity(fn) -> tuple:
     """(fewest, most) arguments a call of ``fn`` may give: its parameters without a default
     value, and all of them (defaulted ones included; no bound when variadic)."""
-    d = fn.node.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = function_declarator(fn.node.child_by_field_name("declarator"))
     plist = d.child_by_field_name("parameters") if d is not None else None
     if plist is None:
         return len(fn.params), len(fn.params)
@@ -382,8 +554,15 @@ def _local_constants(unit, launch) -> list:
     """The launch's template arguments with the host's compile-time constants in scope
     (``const uint BM = 128;`` in an enclosing block, innermost first) replaced by their
     values, so ``k<BM, BN><<<...>>>`` instantiates as ``k<128, 128>``."""
-    values, n = {}, launch.node
+    values, n, shadow = {}, launch.node, set()
     while n is not None and n.type not in ("function_definition", "translation_unit"):
+        if n.type == "lambda_expression":  # its parameters hide the outer names
+            d = n.child_by_field_name("declarator")
+            pl = d.child_by_field_name("parameters") if d is not None else None
+            for q in (pl.named_children if pl is not None else ()):
+                ids = [x for x in walk(q) if x.type == "identifier"]
+                if ids:
+                    shadow.add(node_text(unit.source, ids[-1]))
         p = n.parent
         if p is not None and p.type in ("compound_statement", "case_statement"):
             for c in p.named_children:
@@ -397,7 +576,8 @@ def _local_constants(unit, launch) -> list:
                     continue
                 for d in c.children_by_field_name("declarator"):
                     name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
-                    if d.type == "init_declarator" and name is not None and value is not None:
+                    if (d.type == "init_declarator" and name is not None and value is not None
+                            and node_text(unit.source, name) not in shadow):
                         values.setdefault(node_text(unit.source, name), node_text(unit.source, value))
         n = p
     args = list(launch.template_args)
@@ -429,8 +609,12 @@ def _local_alias(unit, c) -> dict:
 
 
 def _fold(expr: str) -> str:
-    """An integer expression of literals folded to its value (else as it is)."""
+    """An integer expression of literals folded to its value, a parenthesized ``true`` /
+    ``false`` to the word (else as it is)."""
     text = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
+    word = re.fullmatch(r"\s*(\(\s*)*(true|false)(\s*\))*\s*", text)
+    if word and text.count("(") == text.count(")"):
+        return word.group(2)
     if re.fullmatch(r"[\d\s()+\-*/%<>&|^~]*", text):
         try:
             return str(int(eval(text.replace("/", "//"), {"__builtins__": {}}, {})))  # noqa: S307

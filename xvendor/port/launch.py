@@ -102,6 +102,9 @@ class Module:
         for key, k in self._kernels.items():
             if key.replace(" ", "") == norm:
                 return k
+        for key, k in self._kernels.items():  # the same kernel spelled otherwise: k<3, (true)>
+            if "<" in key and "<" in norm and _wrapper_name(key) == _wrapper_name(norm):
+                return k
         name = norm.split("<")[0]
         rep = self.reports.get(name)
         if rep is None:
@@ -446,3 +449,12 @@ class _Span:
 
     def element_size(self):
         return 1
+
+
+
+def _wrapper_name(spec: str) -> str:
+    """The SYCL wrapper name of ``"k<3, (true)>"`` (``k<3, true>``'s: one compiled kernel)."""
+    from .parse import split_template_args
+    from .translate import sycl_name
+    name, _, rest = spec.partition("<")
+    return sycl_name(name.strip(), split_template_args(rest.rsplit(">", 1)[0]))

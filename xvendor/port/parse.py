@@ -582,8 +582,7 @@ def _function(src, node, outer, template, member=False) -> Function:
                               for c in node.children):
         kind = "device"  # callable from device code (nvcc's relaxed constexpr)
     decl = node.child_by_field_name("declarator")
-    while decl is not None and decl.type != "function_declarator":
-        decl = decl.child_by_field_name("declarator")
+    decl = function_declarator(decl)
     name, params = "?", []
     if decl is not None:
         name_node = decl.child_by_field_name("declarator")
@@ -591,6 +590,8 @@ def _function(src, node, outer, template, member=False) -> Function:
         plist = decl.child_by_field_name("parameters")
         params = [_param(src, p, i) for i, p in enumerate(plist.named_children)
                   if p.type == "parameter_declaration"] if plist is not None else []
+        if len(params) == 1 and params[0].text.strip() == "void":
+            params = []  # C's `k(void)`: no parameters, not one unnamed `void`
     tparams, defaults = [], {}
     if template is not None:
         for p in template.child_by_field_name("parameters").named_children:
@@ -621,6 +622,18 @@ def _function(src, node, outer, template, member=False) -> Function:
                     calls.add(node_text(src, fn).split("<")[0].strip())
     return Function(name, kind, node, outer, node.start_point[0] + 1, tparams, params, calls,
                     node.has_error, member, defaults)
+
+
+def function_declarator(d):
+    """The function_declarator under declarator ``d``, through pointer, parenthesized and
+    reference declarators (``T const &C<T>::f() const``: a reference declarator names its
+    inner declarator by position, not by field); None if there is none."""
+    while d is not None and d.type != "function_declarator":
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None and d.type in ("reference_declarator", "parenthesized_declarator"):
+            nxt = next((c for c in d.named_children if c.type != "comment"), None)
+        d = nxt
+    return d
 
 
 def _declarator_name(p):

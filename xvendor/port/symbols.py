@@ -47,39 +47,47 @@ def symbols(unit) -> dict:
     ``device_global``s (the host reads and writes them through ``mod.symbols``)."""
     out = {}
     for n, quals, names, const in declarations(unit):
-        if const or _initialized(unit, n) or len(names) != 1:
+        if const or _initialized(unit, n) or not names:
             continue
         q = "__device__" if "__device__" in quals and "__constant__" not in quals else "__constant__"
-        out[names[0]] = (q, _symbol_type(unit, n))
+        # each declarator of `__device__ static unsigned a = 0, b[4];` is its own symbol
+        for d in n.children_by_field_name("declarator"):
+            ty = _symbol_type(unit, n, d)
+            if ty is not None:
+                out[ty[0]] = (q, ty[1])
     return out
 
 
-def _symbol_type(unit, decl) -> str:
+def _symbol_type(unit, decl, d):
+    """(name, type text with the declarator's own pointers and extents) of declarator ``d``
+    of ``decl``, or None when it names nothing."""
     s = unit.source
     ty = " ".join(node_text(s, c) for c in decl.children
                   if c.type not in ("storage_class_specifier", ";", ",") and
                   c not in decl.children_by_field_name("declarator") and
                   node_text(s, c) not in ("__constant__", "__device__", "__managed__"))
-    d = decl.children_by_field_name("declarator")[0]
     if d.type == "init_declarator":
         d = d.child_by_field_name("declarator")
-    name = next(node_text(s, x) for x in walk(d) if x.type == "identifier")
-    return (ty + node_text(s, d).replace(name, "", 1)).strip()
+    name = next((node_text(s, x) for x in walk(d) if x.type == "identifier"), None)
+    if name is None:
+        return None
+    return name, (ty + node_text(s, d).replace(name, "", 1)).strip()
 
 
 def declaration_edits(unit) -> list:
     """Each symbol's declaration -> a work-group-static address slot, its type, and an
-    extern "C" kernel that reports its size (NOTE [module symbols] in launch.py)."""
+    extern "C" kernel that reports its size (NOTE [module symbols] in launch.py); one per
+    name of a declaration that declares several."""
     edits, table = [], symbols(unit)
     for n, quals, names, const in declarations(unit):
-        if len(names) != 1 or names[0] not in table:
+        if not names or any(nm not in table for nm in names):
             continue
-        name, ty = names[0], table[names[0]][1]
-        edits.append((n.start_byte, n.end_byte,
-                      f"inline syclex::work_group_static<void *> {name}__xv_sym; "
-                      f"using {name}__xv_type = {ty};\n"
-                      f'extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>))\n'
-                      f"void __xv_sym_size__{name}(unsigned long long *out) {{ *out = sizeof({name}__xv_type); }}"))
+        edits.append((n.start_byte, n.end_byte, "\n".join(
+            f"inline syclex::work_group_static<void *> {name}__xv_sym; "
+            f"using {name}__xv_type = {table[name][1]};\n"
+            f'extern "C" SYCL_EXT_ONEAPI_FUNCTION_PROPERTY((syclex::nd_range_kernel<3>))\n'
+            f"void __xv_sym_size__{name}(unsigned long long *out) {{ *out = sizeof({name}__xv_type); }}"
+            for name in names)))
     return edits
 
 

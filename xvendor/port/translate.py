@@ -225,11 +225,14 @@ def _is_extern(unit, decl) -> bool:
 
 def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
               kernels: list | None = None, exclude: dict | None = None,
-              drop_devices: dict | None = None, progress=None, defines=()) -> Translation:
+              drop_devices: dict | None = None, progress=None, defines=(),
+              drop_instantiations: dict | None = None) -> Translation:
     """Translate ``unit``. ``instantiate``: ["name<args>"]; ``kernels``: only these names;
     ``exclude``: name -> (status, reason) for kernels to leave out (compile errors found
     earlier); ``drop_devices``: device functions that failed to compile (kernels that call
-    them get ``compile_error``), name -> compiler log; ``progress``: called once per kernel."""
+    them get ``compile_error``), name -> compiler log; ``progress``: called once per kernel;
+    ``drop_instantiations``: kernel name -> {wrapper name: reason} of instantiations left
+    out (NOTE [static_assert instantiations] in build.py)."""
     if warp not in ("32", "native"):
         raise ValueError(f"warp must be '32' or 'native', got {warp!r}")
     exclude = exclude or {}
@@ -283,6 +286,13 @@ def translate(unit: Unit, *, warp: str = "32", instantiate: list | None = None,
         rep.dynamic_shared = _uses_dynamic_shared(unit, reach)
         insts = (inst_mod.instantiations(unit, fn, typedefs, extra.get(fn.name, []))
                  if fn.template_params else [[]])
+        dropped = (drop_instantiations or {}).get(fn.name, {})
+        if dropped:
+            for a in insts:
+                if sycl_name(fn.name, a) in dropped:
+                    rep.lints.append(f"instantiation {fn.name}<{', '.join(a)}> left out: "
+                                     f"{dropped[sycl_name(fn.name, a)]}")
+            insts = [a for a in insts if sycl_name(fn.name, a) not in dropped]
         if fn.template_params:
             insts, rep.deferred = inst_mod.eager(insts, [list(e) for e in extra.get(fn.name, [])])
         edits += _kernel_edits(unit, fn, rep, insts, typedefs, warp)
@@ -334,6 +344,43 @@ def _shared_edits(unit, fn) -> list:
     for n in walk(body):
         if n.type == "declaration" and _is_shared(unit, n):
             edits.append((n.start_byte, n.end_byte, _shared_decl(unit, n)))
+    return edits + _printf_format_edits(unit, body)
+
+
+def _printf_format_edits(unit, body) -> list:
+    """``const char *msg = "..."; printf(msg);`` -> ``printf("...")``: the SYCL printf takes
+    its format from the constant address space (the compat header's printf puts a string
+    literal there), so a format named through a local constant pointer is replaced by the
+    literal it is initialized with. Only a local declared const, initialized with a literal
+    and never assigned again; any other non-literal format is left (a compile error)."""
+    s, literals, decls = unit.source, {}, []
+    for n in walk(body):
+        if n.type != "declaration" or not re.search(r"\bconst\b", node_text(s, n).split("=")[0]):
+            continue
+        for d in n.children_by_field_name("declarator"):
+            value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+            if value is None or value.type not in ("string_literal", "concatenated_string"):
+                continue
+            ids = [x for x in walk(d.child_by_field_name("declarator")) if x.type == "identifier"]
+            if ids:
+                literals[node_text(s, ids[0])] = node_text(s, value)
+                decls.append(n)
+    if not literals:
+        return []
+    text = s[body.start_byte:body.end_byte]
+    for n in decls:  # the initializations themselves are no assignments
+        a, b = n.start_byte - body.start_byte, n.end_byte - body.start_byte
+        text = text[:a] + b" " * (b - a) + text[b:]
+    text = text.decode(errors="replace")
+    edits = []
+    for n in walk(body):
+        if n.type != "call_expression" or node_text(s, n.child_by_field_name("function")) != "printf":
+            continue
+        args = [a for a in n.child_by_field_name("arguments").named_children if a.type != "comment"]
+        name = node_text(s, args[0]) if args and args[0].type == "identifier" else None
+        if name in literals and not re.search(rf"\b{re.escape(name)}\s*(?:[-+]?=(?!=)|\+\+|--)|"
+                                              rf"(?:\+\+|--)\s*{re.escape(name)}\b", text):
+            edits.append((args[0].start_byte, args[0].end_byte, literals[name]))
     return edits
 
 
@@ -387,7 +434,10 @@ def _shared_decl(unit, decl) -> str:
             abstract = dtext.replace(name, "", 1)
             ref = dtext.replace(name, f"(&{name})", 1)
             lead = f"{align} " if align else ""
-            out.append(f"{lead}static syclex::work_group_static<{ty}{abstract}> {name}__xv_wgs; "
+            # work_group_static<volatile T[n]> is rejected; the storage is plain and the
+            # name a volatile reference to it, so every access stays volatile as in CUDA
+            wty = " ".join(re.sub(r"\bvolatile\b", " ", ty).split())
+            out.append(f"{lead}static syclex::work_group_static<{wty}{abstract}> {name}__xv_wgs; "
                        f"{attrs + ' ' if attrs else ''}{ty} {ref} = {name}__xv_wgs;")
     return " ".join(out)
 
@@ -446,7 +496,9 @@ def _kernel_edits(unit, fn, rep, insts, typedefs, warp) -> list:
         wrappers.append(f'extern "C" {_ATTRS[warp]}\nvoid {name}({", ".join(decls)}) {{\n'
                         f"  {prologue}{fn.name}__xv_body{targs}({', '.join(call)});\n}}")
         rep.instantiations.append(Instantiation(list(args), name, params, syms))
-    if not insts and inst_mod.block_bound(unit, fn):
+    if insts and inst_mod.block_bound(unit, fn):
+        rep.block_bound = True  # the ones found compiled; mod.k[grid, block] picks k<block>
+    elif not insts and inst_mod.block_bound(unit, fn):
         rep.block_bound = True
         rep.reason = ("its template argument is the launch's block size (a run-time value at the "
                       "launch site): load() compiles kernel<block> on first launch with each block")
@@ -472,7 +524,7 @@ def _file_scope_edits(unit, gvars) -> list:
     s, edits = unit.source, []
     table = sym_mod.symbols(unit)
     consts = {n.id for n, _, names, const in sym_mod.declarations(unit)
-              if const or (len(names) == 1 and names[0] in table)}
+              if const or (names and all(nm in table for nm in names))}
     for n in walk(unit.tree.root_node):
         if n.id in consts:
             continue  # becomes a const global (_constant_edits)

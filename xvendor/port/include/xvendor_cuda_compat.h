@@ -644,6 +644,86 @@ inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __drcp_rn(double x) { return 1.0 / x; }
 inline double __fma_rn(double a, double b, double c) { return sycl::fma(a, b, c); }
+
+// Directed rounding (_rd toward -inf, _ru toward +inf, _rz toward zero) of add, mul, div
+// and sqrt, from the round-to-nearest result and the sign of its exact error: TwoSum for
+// add, an fma residual for mul / div / sqrt (exact: the residual of a correctly rounded
+// result is representable). float div and sqrt go through double, correctly rounded
+// there (OpenCL allows float division 2.5 ulp), then the float is moved by the sign of
+// (double result - float) or, when they are equal, of the double residual. Overflow to
+// infinity in the wrong direction becomes the largest finite value; an exact zero sum of
+// opposite signs is -0 when rounding down, as IEEE 754 says.
+namespace xvc {
+enum class rdir { down, up, zero };
+template <class T> inline T step(T r, int err_sign, rdir d) {
+  // r: the nearest result; err_sign: sign of (exact - r)
+  if (err_sign == 0 || !sycl::isfinite(r)) return r;
+  const T inf = std::numeric_limits<T>::infinity();
+  bool down = d == rdir::down ? err_sign < 0 : d == rdir::up ? false : (r > 0 && err_sign < 0);
+  bool up = d == rdir::up ? err_sign > 0 : d == rdir::down ? false : (r < 0 && err_sign > 0);
+  if (down) return sycl::nextafter(r, -inf);
+  if (up) return sycl::nextafter(r, inf);
+  return r;
+}
+template <class T> inline T overflowed(T r, bool finite_in, rdir d) {
+  // the nearest result overflowed from finite operands: directed modes stop at the largest
+  const T big = std::numeric_limits<T>::max();
+  if (!finite_in || sycl::isfinite(r) || sycl::isnan(r)) return r;
+  if (r > 0) return d == rdir::up ? r : big;
+  return d == rdir::down ? r : -big;
+}
+template <class T> inline int sgn(T x) { return (x > 0) - (x < 0); }
+template <class T> inline T add_dir(T a, T b, rdir d) {
+  T s = a + b;
+  if (s == 0)  // exact: x + (-x) is -0 toward -inf only
+    return (d == rdir::down && (a != 0 || sycl::signbit(a) || sycl::signbit(b))) ? -T(0) : s;
+  T bb = s - a, err = (a - (s - bb)) + (b - bb);
+  return overflowed(step(s, sgn(err), d), sycl::isfinite(a) && sycl::isfinite(b), d);
+}
+template <class T> inline T mul_dir(T a, T b, rdir d) {
+  T p = a * b;
+  int e = sycl::isfinite(p) ? sgn(sycl::fma(a, b, -p)) : 0;
+  return overflowed(step(p, e, d), sycl::isfinite(a) && sycl::isfinite(b), d);
+}
+inline double div_dir(double a, double b, rdir d) {
+  double q = a / b;
+  int e = (sycl::isfinite(q) && q != 0) || (q == 0 && a != 0) ? sgn(sycl::fma(-q, b, a)) * sgn(b) : 0;
+  return overflowed(step(q, e, d), sycl::isfinite(a) && sycl::isfinite(b) && b != 0, d);
+}
+inline double sqrt_dir(double a, rdir d) {
+  double r = sycl::sqrt(a);
+  return step(r, sycl::isfinite(r) ? sgn(sycl::fma(-r, r, a)) : 0, d);
+}
+inline float narrow_dir(double x, int residual_sign, rdir d, bool finite_in) {
+  float f = static_cast<float>(x);
+  int e = sycl::isfinite(f) ? (x > double(f) ? 1 : x < double(f) ? -1 : residual_sign) : 0;
+  return overflowed(step(f, e, d), finite_in, d);
+}
+inline float fdiv_dir(float a, float b, rdir d) {
+  double q = double(a) / double(b);
+  int e = sycl::isfinite(q) ? sgn(sycl::fma(-q, double(b), double(a))) * sgn(b) : 0;
+  return narrow_dir(q, e, d, sycl::isfinite(a) && sycl::isfinite(b) && b != 0);
+}
+inline float fsqrt_dir(float a, rdir d) {
+  double r = sycl::sqrt(double(a));
+  return narrow_dir(r, sycl::isfinite(r) ? sgn(sycl::fma(-r, r, double(a))) : 0, d, true);
+}
+}  // namespace xvc
+#define XVC_DIRECTED(sfx, dir)                                                                          \
+  inline float __fadd_##sfx(float a, float b) { return ::xvc::add_dir(a, b, ::xvc::rdir::dir); }         \
+  inline float __fsub_##sfx(float a, float b) { return ::xvc::add_dir(a, -b, ::xvc::rdir::dir); }        \
+  inline float __fmul_##sfx(float a, float b) { return ::xvc::mul_dir(a, b, ::xvc::rdir::dir); }         \
+  inline float __fdiv_##sfx(float a, float b) { return ::xvc::fdiv_dir(a, b, ::xvc::rdir::dir); }        \
+  inline float __fsqrt_##sfx(float a) { return ::xvc::fsqrt_dir(a, ::xvc::rdir::dir); }                  \
+  inline double __dadd_##sfx(double a, double b) { return ::xvc::add_dir(a, b, ::xvc::rdir::dir); }      \
+  inline double __dsub_##sfx(double a, double b) { return ::xvc::add_dir(a, -b, ::xvc::rdir::dir); }     \
+  inline double __dmul_##sfx(double a, double b) { return ::xvc::mul_dir(a, b, ::xvc::rdir::dir); }      \
+  inline double __ddiv_##sfx(double a, double b) { return ::xvc::div_dir(a, b, ::xvc::rdir::dir); }      \
+  inline double __dsqrt_##sfx(double a) { return ::xvc::sqrt_dir(a, ::xvc::rdir::dir); }
+XVC_DIRECTED(rd, down)
+XVC_DIRECTED(ru, up)
+XVC_DIRECTED(rz, zero)
+#undef XVC_DIRECTED
 inline int __double2int_rn(double x) { return int(sycl::rint(x)); }
 inline float __ll2float_rn(long long x) { return float(x); }
 inline unsigned __float2uint_rn(float x) { return unsigned(sycl::rint(x)); }
