@@ -85,10 +85,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from xvendor.distributed import authstore as A  # noqa: E402
+
+
+def _control_plane_only() -> None:
+    """NOTE [torch-free shards]: a shard process speaks the protocol only, yet importing any
+    ``xvendor`` module runs ``xvendor/__init__``, which imports torch and registers every op
+    (~550 MB and ~6.5 s of CPU per process: 5.4-6.5 GiB for the 10 shards at 10,000 members).
+    A spawned shard (``__mp_main__``) gets a bare ``xvendor`` package instead; the
+    control-plane modules it uses import no torch (NOTE [a torch-free control plane] in
+    xvendor/distributed/__init__). The parent, which runs the coordinator and reads the
+    store through ``AuthStore`` (a ``torch.distributed.Store``), imports xvendor as usual."""
+    import re
+    import types
+    pkg = types.ModuleType("xvendor")
+    pkg.__path__ = [os.path.join(ROOT, "xvendor")]
+    with open(os.path.join(ROOT, "xvendor", "__init__.py")) as f:
+        pkg.__version__ = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+    sys.modules["xvendor"] = pkg
+
+
+if __name__ == "__mp_main__":
+    _control_plane_only()
+
+from xvendor.distributed import storewire as A  # noqa: E402
 from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
-from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
+from xvendor.distributed.membership import (_claim_round, decode_plan, encode_plan,  # noqa: E402
+                                            plan_transfer)
 
 PER_SHARD = 1000  # members per shard process (one or two sockets each); more, and one busy event loop
 # delays the heartbeats of too many members (``Shard.lag``)
@@ -195,6 +218,7 @@ class Member:
         self.killed = False
         self.step = 0
         self.epoch = -1
+        self.abort_seen = -1  # the latest epoch whose abort flag this member saw
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
         self.left_seen, self.left = 0, set()
@@ -299,7 +323,7 @@ class Member:
         r, w = await asyncio.open_connection(sp["host"], sp["port"])
         greet = json.loads(await r.readline())
         hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
-                           restart=0, fingerprint=None)
+                           restart=0, fingerprint=None, versions=sp["versions"])
         if sp["one_link"]:
             hello["store_link"] = True
         w.write((json.dumps(hello) + "\n").encode())
@@ -417,6 +441,8 @@ class Member:
                 flags = await self.s.multi_get(keys)
                 src, need = plan_transfer([f.decode() for f in flags])
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
+                if e > 0:
+                    await forget_decision(self.s, cp.key_ready_count(e - 1), f"ready/{e - 1}")
                 src = self.shard.plan_src(won, n)
                 break
             wait = 0.5 if decider else min(5.0, max(t["slice_s"],
@@ -447,6 +473,7 @@ class Member:
         flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
         e = self.epoch
         if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+            self.abort_seen = e  # what a real member's watch saw (NOTE [the abort watch])
             raise Aborted()
 
     async def one_step(self) -> None:
@@ -473,17 +500,23 @@ class Member:
             if seen:
                 raise RuntimeError("the simulation starts no newcomers")
             return
-        await self.abort(e, f"member {me} entered recovery")  # recover
+        if self.abort_seen != e:  # recover (NOTE [a failed member does not vote])
+            await self.abort(e, f"member {me} entered recovery")
         await self.converge(after=e)
 
     async def verdict(self, ok: bool) -> bool:
         e, s, me = self.epoch, self.step, self.member
-        await self.s.set(cp.key_vote(e, s, me), "1" if ok else "0")
+        if not ok:  # NOTE [a failed member does not vote] in stepguard
+            won = await self.s.cas(cp.key_verdict(e, s), "", "redo")
+            if s >= 2:
+                await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
+            if self.abort_seen != e:
+                await self.abort(e, f"member {me}: a collective of step {s} failed")
+            return won == b"commit"
+        await self.s.set(cp.key_vote(e, s, me), "1")
         mine, t0 = await self.s.add(cp.key_vote_count(e, s), 1), time.monotonic()
         if s >= 2:
             await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
-        if not ok:
-            await self.abort(e, f"member {me}: a collective of step {s} failed")
         key, n = cp.key_verdict(e, s), len(self.members)  # votes: see form()
         decider, votes, got = mine >= n, None, None
         late = LateDecider(self.s, cp.key_vote_count(e, s), f"vote/{e}/{s}", n, me,
@@ -501,8 +534,12 @@ class Member:
                     votes := votes or [cp.key_vote(e, s, m) for m in self.members]):
                 got = await self.s.multi_get(votes)
                 want = "commit" if got and all(v == b"1" for v in got) else "redo"
-                return (await self.s.cas(key, "", want)) == b"commit"
+                won = await self.s.cas(key, "", want)
+                if s >= 1:  # NOTE [one claim key a decision]
+                    await forget_decision(self.s, cp.key_vote_count(e, s - 1), f"vote/{e}/{s - 1}")
+                return won == b"commit"
             if first and await self.aborted(e):
+                self.abort_seen = e
                 return (await self.s.cas(key, "", "redo")) == b"commit"
             first = False
             now = time.monotonic()
@@ -514,6 +551,7 @@ class Member:
             if got is not None:
                 if got[0] == 0:
                     return got[1] == b"commit"
+                self.abort_seen = e
                 return (await self.s.cas(key, "", "redo")) == b"commit"
 
 
@@ -536,8 +574,17 @@ class LateDecider:
         self.round = int((now - self.began) / self.period)
         if await self.s.add(self.count_key, 0) < self.n:
             return False
-        return await self.s.cas(cp.key_late(self.what, self.round), "", self.me.decode()) \
-            == self.me
+        key, mine = cp.key_late(self.what), f"{self.round}:{self.me.decode()}".encode()
+        won = await self.s.cas(key, "", mine.decode())  # NOTE [one claim key a decision]
+        if won != mine and _claim_round(won.decode()) < self.round:
+            won = await self.s.cas(key, won.decode(), mine.decode())
+        return won == mine
+
+
+async def forget_decision(s: "Store", count_key: str, what: str) -> None:
+    """``membership.forget_decision`` (NOTE [one claim key a decision])."""
+    await s.call(A.DEL, [s.k(count_key)])
+    await s.call(A.DEL, [s.k(cp.key_late(what))])
 
 
 # -- a shard process: many members on one event loop ----------------------------------------
@@ -746,7 +793,8 @@ class Run:
         self.shard_stats: dict[int, dict] = {}
         self.lag_max = 0.0  # the worst event-loop lag of a shard (``Shard.lag``)
         self._wait_listening()
-        self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
+        from xvendor.distributed.authstore import AuthStore
+        self.ctl = cp.Control(AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
         self.rss0 = _proc_rss(self.coord.pid)
         self.fds0 = len(os.listdir(f"/proc/{self.coord.pid}/fd"))
@@ -765,6 +813,9 @@ class Run:
         raise RuntimeError("the coordinator never listened")
 
     def start_shards(self) -> None:
+        import torch
+
+        import xvendor
         ctx = mp.get_context("spawn")
         k = max(1, -(-self.n // PER_SHARD))
         self.shards = []
@@ -773,7 +824,9 @@ class Run:
                 # in flight over all shards: more shards must not mean more at once (a
                 # member's hello must leave it within the coordinator's 5 s window)
                 "connect_concurrency": max(1, self.args.connect_concurrency // k),
-                "one_link": not self.args.two_links}
+                "one_link": not self.args.two_links,
+                # the hello's versions, as a real member's (NOTE [torch-free shards])
+                "versions": (xvendor.__version__, torch.__version__)}
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)

@@ -28,7 +28,6 @@ import json
 import threading
 import time
 
-import torch
 
 from . import control as cp
 from .control import EpochAborted
@@ -100,8 +99,15 @@ def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
 class LateDecider:
     """Whether this member is the late decider of a count (NOTE [late deciders]): at most
     one claim attempt per ``period_s`` round after ``period_s`` passed, each one request
-    (the count) plus one more (the claim) once the count reached ``n``. ``what`` names the
-    decision (``ready/<e>``, ``vote/<e>/<s>``): the claim keys are ``late/<what>/<round>``."""
+    (the count) plus one or two more (the claim) once the count reached ``n``. ``what``
+    names the decision (``ready/<e>``, ``vote/<e>/<s>``).
+
+    NOTE [one claim key a decision]: the claim is one key, ``late/<what>``, whose value is
+    ``<round>:<member>``: a round's first claimant sets it (from empty, or over an earlier
+    round's claim: compare-and-set on the value it read back), so a round has one winner
+    and the next round replaces it. It used to be one key a round (``late/<what>/<round>``),
+    which nobody could delete without knowing which rounds ran; one key is deleted with
+    the count when the decision is over (``forget_decision``)."""
 
     def __init__(self, store, count_key: str, what: str, n: int, me: int, period_s: float):
         self.store, self.count_key, self.what, self.n = store, count_key, what, n
@@ -120,8 +126,29 @@ class LateDecider:
         self.round = int((now - self.began) / self.period)
         if int(self.store.add(self.count_key, 0)) < self.n:
             return False
-        won = self.store.compare_set(cp.key_late(self.what, self.round), "", self.me)
-        return (won.decode() if isinstance(won, bytes) else won) == self.me
+        key, mine = cp.key_late(self.what), f"{self.round}:{self.me}"
+        won = _text(self.store.compare_set(key, "", mine))
+        if won != mine and _claim_round(won) < self.round:  # an earlier round's claimant
+            won = _text(self.store.compare_set(key, won, mine))
+        return won == mine
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _claim_round(value: str) -> int:
+    head = value.split(":", 1)[0]
+    return int(head) if head.isdigit() else 1 << 30
+
+
+def forget_decision(store, count_key: str, what: str) -> None:
+    """Delete a finished decision's count and late claim (NOTE [one claim key a decision]):
+    called by the member that posted the decision after the one it follows, once nobody can
+    read them any more (``stepguard.verdict``: step ``s - 1``'s once every vote of ``s`` is
+    in; ``_decide``: epoch ``e - 1``'s ready count once every member of ``e`` is ready)."""
+    store.delete_key(count_key)
+    store.delete_key(cp.key_late(what))
 
 
 def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[int]]:
@@ -200,6 +227,8 @@ def _decide(rg, e: int, keys: list[str], n: int) -> tuple[int | None, list[int]]
     store = rg.ctl.store
     src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
     won = store.compare_set(cp.key_plan(e), "", encode_plan(src, needers, n)).decode()
+    if e > 0:  # every member of ``e`` left ``meet`` of ``e - 1`` (NOTE [one claim key a
+        forget_decision(store, cp.key_ready_count(e - 1), f"ready/{e - 1}")  # decision])
     return decode_plan(won, n)
 
 
@@ -369,6 +398,7 @@ def sync_state(rg, src: int, needers: list[int]) -> int:
     helper behind (the group is retired) and raises ``EpochAborted``."""
     if not needers or (rg.rank != src and rg.rank not in needers):
         return 0
+    import torch  # NOTE [a torch-free control plane] in __init__
     tag_header, tag_payload = 1, 2
     if rg.rank == src:
         bio = io.BytesIO()
