@@ -198,3 +198,35 @@ def test_a_dead_decider_at_a_formation_is_replaced_by_one_late_claimant():
         assert len(wide) <= 2, wide  # one claimant: one check, one read of the flags
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_the_decider_of_an_epoch_deletes_the_previous_epochs_ready_count_and_claim():
+    """NOTE [one claim key a decision]: once every member of epoch ``e`` posted its ready
+    flag, nobody reads epoch ``e - 1``'s ready count or late claim: the member that posts
+    ``e``'s plan deletes both (they stayed in the store for good)."""
+    n = 4
+    server = A.StoreServer("t0k3n-forget", "127.0.0.1", 0)
+    try:
+        stores = [A.AuthStore("127.0.0.1", server.port, "t0k3n-forget", prefix="p")
+                  for _ in range(n)]
+        stores[0].add(cp.key_ready_count(0), n)  # epoch 0's formation, and a late claim
+        stores[0].set(cp.key_late("ready/0"), "1:3")
+        box = {}
+
+        def run(i):
+            rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                                 has_state=True, step=0, epoch=0, stats={"epochs": []})
+            box[i] = meet(rg, 1, list(range(n)), time.monotonic())
+        ths = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(10)
+        assert len(box) == n, box
+        assert not stores[0].check([cp.key_ready_count(0)])
+        assert not stores[0].check([cp.key_late("ready/0")])
+        assert stores[0].check([cp.key_ready_count(1)])  # epoch 1's own: kept
+    finally:
+        server.close()
