@@ -155,6 +155,7 @@ class Store:
             body = await self.r.readexactly(n)
         s = self.stats
         s["requests"] += 1
+        s["ops"][op] = s["ops"].get(op, 0) + 1  # by operation (the kill phase's breakdown)
         self.sent += 1
         if hb:
             s["hb"] += 1
@@ -417,11 +418,13 @@ class Member:
             await self.propose(latest + 1, {"members": [m for m in rec["members"]
                                                         if m not in gone],
                                             "joins": rec.get("joins", 0),
+                                            "news": [self.dead_seen, self.left_seen],
                                             "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
     async def form(self, e: int, rec: dict) -> None:
         t = self.timing
         members = rec["members"]
+        news = rec.get("news") or (0, 0)  # NOTE [news after the record] in membership
         self.shard.event("seen", self.idx, self.member, e, time.time())
         n = len(members)  # the keys are built only by a member that decides (a real member
         # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
@@ -448,8 +451,9 @@ class Member:
             wait = 0.5 if decider else min(5.0, max(t["slice_s"],
                                                     late.next_at() - time.monotonic()))
             got = await self.s.wait_value([plan_key, cp.key_abort(e),  # NOTE [waits on news]
-                                           f"{cp.ROOT}deadlist/{self.dead_seen}",
-                                           f"{cp.ROOT}leftlist/{self.left_seen}"], wait)
+                                           f"{cp.ROOT}deadlist/{max(self.dead_seen, news[0])}",
+                                           f"{cp.ROOT}leftlist/{max(self.left_seen, news[1])}"],
+                                          wait)
             if got is not None and got[0] == 0:
                 src = self.shard.plan_src(got[1], n)
                 break
@@ -594,6 +598,7 @@ class Shard:
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
         self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0,
+                      "ops": {},
                       "form_req": 0, "form_n": 0}
         self.out: list = []
         self.stopping = False
@@ -903,6 +908,16 @@ class Run:
                 raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
                                    f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
 
+    def ops(self) -> dict:
+        """Requests by operation name so far (beats and step reports included)."""
+        names = {getattr(A, k): k for k in ("SET", "GET", "ADD", "CAS", "CHECK", "MGET", "DEL",
+                                             "WAIT", "WAITV")}
+        got: dict = {}
+        for st in self.shard_stats.values():
+            for op, c in st.get("ops", {}).items():
+                got[names.get(op, str(op))] = got.get(names.get(op, str(op)), 0) + c
+        return got
+
     def requests(self) -> int:
         """Control-plane store requests every shard sent so far (heartbeats not counted)."""
         return sum(s["requests"] - s["hb"] for s in self.shard_stats.values())
@@ -996,7 +1011,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         e = run.ctl.latest_epoch()
         survivors = [m for m in ids if m not in victims]
         run.pump()
-        req_kill = run.requests()
+        req_kill, ops_kill = run.requests(), run.ops()
         t_kill = time.time()
         by_shard: dict[int, list] = {}
         for v in victims:  # one command per shard: torn down in one pass of its loop
@@ -1015,6 +1030,8 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         time.sleep(0.2)  # the shards' last counts (flushed every 50 ms)
         run.pump()
         out["kill_requests_per_member"] = (run.requests() - req_kill) / len(survivors)
+        out["kill_ops_per_member"] = {k: round((v - ops_kill.get(k, 0)) / len(survivors), 2)
+                                      for k, v in run.ops().items() if v > ops_kill.get(k, 0)}
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
 
         # straggler: one member computes --straggler-busy s per step

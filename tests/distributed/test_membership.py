@@ -230,3 +230,42 @@ def test_the_decider_of_an_epoch_deletes_the_previous_epochs_ready_count_and_cla
         assert stores[0].check([cp.key_ready_count(1)])  # epoch 1's own: kept
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_a_death_the_record_already_excludes_wakes_no_one():
+    """NOTE [news after the record]: after a kill the observer proposes the survivors'
+    epoch with the count of death notices it knew (``news``); a survivor forming it waits
+    from there, so the death it was proposed for is no news: 3 requests per waiting member
+    (flag, count, wait), as without a death. Before, each waiting member's wait ended at
+    once on that notice and it read the lists and waited again (8 requests)."""
+    n = 5
+    server = A.StoreServer("t0k3n-news", "127.0.0.1", 0)
+    try:
+        obs = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        obs.declare_dead(99, "killed")  # deadlist/0: the death epoch 1 was proposed for
+        rec = {"members": list(range(n)), "news": obs.news_counts()}
+        assert rec["news"] == [1, 0]
+        stores = [_CountingStore("127.0.0.1", server.port, "t0k3n-news", prefix="p")
+                  for _ in range(n)]
+        box = {}
+
+        def run(i):
+            rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                                 has_state=True, step=0, epoch=0, stats={"epochs": []})
+            box[i] = meet(rg, 1, rec["members"], time.monotonic(), rec["news"])
+        for s in stores:
+            s.sent = 0
+        ths = []
+        for i in range(n):
+            ths.append(threading.Thread(target=run, args=(i,), daemon=True))
+            ths[-1].start()
+            time.sleep(0.05)  # arrive in order: the last one decides
+        for th in ths:
+            th.join(10)
+        assert len(box) == n, box
+        sent = [s.sent for s in stores]
+        assert all(x == 3 for x in sent[:-1]), sent
+    finally:
+        server.close()

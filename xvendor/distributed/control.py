@@ -265,11 +265,18 @@ class Control:
             self._dead_seen += 1
         return dict(self._dead)
 
-    def news_keys(self) -> list[str]:
+    def news_keys(self, floor=None) -> list[str]:
         """The keys of the next death notice and the next clean departure this view has not
         read yet: a wait on them ends when there is news (NOTE [waits on news] in
-        membership)."""
-        return [f"{ROOT}deadlist/{self._dead_seen}", f"{ROOT}leftlist/{self._left_seen}"]
+        membership). ``floor``: an epoch record's ``news`` (NOTE [news after the record]):
+        notices before it are no news to a member forming that epoch."""
+        d, lft = (floor or (0, 0))[:2]
+        return [f"{ROOT}deadlist/{max(self._dead_seen, int(d))}",
+                f"{ROOT}leftlist/{max(self._left_seen, int(lft))}"]
+
+    def news_counts(self) -> list[int]:
+        """How many death and departure notices exist now (an epoch record's ``news``)."""
+        return [int(self.store.add(KEY_DEAD_SEQ, 0)), int(self.store.add(KEY_LEFT_SEQ, 0))]
 
     def is_dead(self, member: int) -> bool:
         return self.store.check([key_dead(member)])

@@ -78,6 +78,8 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
         rg._dump(latest, rec["members"])
         rg.ctl.propose(latest + 1, {"members": [m for m in rec["members"] if m not in gone],
                                     "joins": rec.get("joins", 0),
+                                    # the notices ``departed`` read (NOTE [news after the
+                                    "news": [rg.ctl._dead_seen, rg.ctl._left_seen],  # record])
                                     "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
 
@@ -151,7 +153,8 @@ def forget_decision(store, count_key: str, what: str) -> None:
     store.delete_key(cp.key_late(what))
 
 
-def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[int]]:
+def meet(rg, e: int, members: list[int], t0: float,
+         news=None) -> tuple[int | None, list[int]]:
     """Post this member's ready flag for epoch ``e``, wait until every member posted its
     own, and return the epoch's transfer plan (``plan_transfer`` over the flags, in rank
     order); ``EpochAborted`` when a member will not arrive or the epoch is aborted.
@@ -191,7 +194,15 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     requests (plan, abort flag, death and left lists), 8 a second for as long as the
     formation took: 30 control requests per survivor to form one shrink of 3,000 simulated
     members, most of them these. The wait now includes the keys of the next death and
-    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s."""
+    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s.
+
+    NOTE [news after the record]: an epoch record proposed after deaths lists the count of
+    death and departure notices its proposer knew (``news``); none of those members is in
+    it, so they are no news to a member forming it. The wait starts at that count. Before,
+    after a kill every survivor's wait ended at once on the very death the new epoch was
+    proposed for, and each read the lists (count, notice, reason, departures) and waited
+    again: 5 requests per survivor, 50,000 at 10,000 members on the store's one thread
+    (bench/sim_members.py)."""
     n, store = len(members), rg.ctl.store
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
@@ -199,7 +210,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     late = LateDecider(store, cp.key_ready_count(e), f"ready/{e}", n, rg.member,
                        rg.timing.hb_timeout_s)  # NOTE [late deciders]
     if getattr(store, "wait_value", None) is not None:  # NOTE [one read]
-        return _meet_on_news(rg, e, members, mine >= n, late, t0)
+        return _meet_on_news(rg, e, members, mine >= n, late, t0, news)
     decider, keys = mine >= n, None
     while True:
         raw = rg.ctl.get(plan_key)
@@ -218,7 +229,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
                 raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
         # the plan, an abort, the next death or departure notice wake this at once (NOTE
         # [waits on news]); the timeout only bounds the join-timeout check
-        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys()], 5.0,
+        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys(news)], 5.0,
                                  rg.timing.slice_s / 4)
 
 
@@ -233,7 +244,7 @@ def _decide(rg, e: int, keys: list[str], n: int) -> tuple[int | None, list[int]]
 
 
 def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecider,
-                  t0: float) -> tuple[int | None, list[int]]:
+                  t0: float, news=None) -> tuple[int | None, list[int]]:
     """``meet`` on the coordinator's store, after the flag and the count.
 
     NOTE [one read]: a member waiting for the plan learns from the wait itself which key
@@ -251,7 +262,7 @@ def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecid
         if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
             return _decide(rg, e, keys, n)
         wait = min(5.0, max(rg.timing.slice_s, late.next_at() - time.monotonic()))
-        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys()],
+        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys(news)],
                                 0.5 if decider else wait, rg.timing.slice_s / 4)
         if got is not None and got[0] == 0:
             return decode_plan(got[1], n)
@@ -294,7 +305,7 @@ def form(rg, e: int, rec: dict) -> None:
     when a member will not arrive or the epoch is aborted meanwhile."""
     members = rec["members"]
     t0 = time.monotonic()
-    src, needers = meet(rg, e, members, t0)
+    src, needers = meet(rg, e, members, t0, rec.get("news"))  # NOTE [news after the record]
     t_ready = time.monotonic()
     if src is None:
         raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
