@@ -173,6 +173,7 @@ class Coordinator:
         # the same in every hello's reply: computed once (NOTE [admissions logged per pass])
         self._job_prefix = wire.job_prefix(self.token, None)
         self._timing_dict = self.timing.as_dict()
+        self._reply_tails: dict = {}
 
     # -- lanes --------------------------------------------------------------------------
     def lane(self, r: int) -> _Lane:
@@ -251,11 +252,23 @@ class Coordinator:
             except (OSError, ValueError):
                 pass
 
-    def _send_small(self, sock: socket.socket, msg: dict) -> None:
+    def _reply(self, lane: _Lane, member: int, link: bool) -> bytes:
+        """The hello's reply: the lane's part encoded once, the member's id spliced in
+        (encoding the whole reply, the timing included, was a sixth of the admitting
+        thread's samples at 10,000 members)."""
+        tail = self._reply_tails.get((lane.index, link))
+        if tail is None:
+            tail = self._reply_tails[(lane.index, link)] = json.dumps(
+                {"store_port": self.store_port, "store_link": link, "prefix": lane.prefix,
+                 "job_prefix": self._job_prefix, "timing": self._timing_dict,
+                 "incarnation": self.incarnation})[1:]
+        return f'{{"ok": true, "member": {int(member)}, {tail}\n'.encode()
+
+    def _send_small(self, sock: socket.socket, msg) -> None:
         """A greeting or a hello's reply on a non-blocking socket: a few hundred bytes fit
         a fresh connection's send buffer, so one ``send``; blocking only for a rest (before:
-        two ``fcntl`` calls around every send)."""
-        data = (json.dumps(msg) + "\n").encode()
+        two ``fcntl`` calls around every send). ``msg``: a dict, or its line encoded."""
+        data = msg if isinstance(msg, bytes) else (json.dumps(msg) + "\n").encode()
         try:
             sent = sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -441,10 +454,7 @@ class Coordinator:
             lane.arrivals.append(c.member)
             lane.arrived.add(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
-        self._send_small(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
-                                "store_link": m.get("store_link") is True, "prefix": lane.prefix,
-                                "job_prefix": self._job_prefix,
-                                "timing": self._timing_dict, "incarnation": self.incarnation})
+        self._send_small(sock, self._reply(lane, c.member, m.get("store_link") is True))
         if m.get("store_link") is True:
             self._hand_over(sock, c)
         self._note_admitted(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
