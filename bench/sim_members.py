@@ -831,7 +831,8 @@ class Run:
                 "connect_concurrency": max(1, self.args.connect_concurrency // k),
                 "one_link": not self.args.two_links,
                 # the hello's versions, as a real member's (NOTE [torch-free shards])
-                "versions": (xvendor.__version__, torch.__version__)}
+                "versions": (str(xvendor.__version__), str(torch.__version__))}  # TorchVersion
+                # would import torch in the shard when unpickled
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
