@@ -301,13 +301,18 @@ class Member:
             self.shard.event("admitted", self.idx, self.member, time.time())
             self.hb_task = asyncio.ensure_future(self.heartbeat())
             t0 = time.monotonic()
-            rec = None
+            rec, checked = None, False
+            keys = [cp.key_dead(self.member), cp.key_epoch(1), cp.key_abort(0), cp.key_epoch(0)]
             while rec is None:  # env.join: the wait answers with the record (NOTE [one read])
-                got = await self.s.wait_value([cp.key_epoch(0)], 5.0)
-                rec = self.shard.parse(got[1]) if got else None
+                got = await self.s.wait_value(keys, 5.0)
+                if got and got[0] == len(keys) - 1:
+                    rec, checked = self.shard.parse(got[1]), len(keys) == 4
+                elif got:
+                    rec = await self.record(0)
+                    keys = [cp.key_epoch(0)]
                 if rec is None and time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
-            await self.converge(after=-1, known=(0, rec))
+            await self.converge(after=-1, known=(0, rec, checked))
             while True:
                 await self.one_step()
         except Excluded as e:
