@@ -269,3 +269,41 @@ def test_a_death_the_record_already_excludes_wakes_no_one():
         assert all(x == 3 for x in sent[:-1]), sent
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_join_learns_from_its_wait_that_epoch_0_is_neither_aborted_nor_superseded():
+    """NOTE [one read] in env.join: the wait for epoch 0 names the member's death notice,
+    epoch 1 and epoch 0's abort flag ahead of epoch 0; answered with the record, none of
+    them exists, so ``converge`` gets the record as checked and its first look sends no
+    request. Answered with one of them (here: the member was declared dead), the record is
+    read and ``converge`` looks for itself."""
+    from xvendor.distributed import env
+
+    server = A.StoreServer("t0k3n-join", "127.0.0.1", 0)
+    try:
+        obs = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        obs.propose(0, {"members": [3, 4], "joins": 0})
+
+        class Cls:
+            @classmethod
+            def found(cls, host, port, member, known=None, **kw):
+                return known
+
+            @classmethod
+            def newcomer(cls, *a, **kw):
+                raise AssertionError("a founder")
+
+        def link(member):
+            return SimpleNamespace(host="127.0.0.1", store_port=server.port, prefix="p",
+                                   member=member, timing=cp.Timing(), local_ip="127.0.0.1",
+                                   replicated=False, args={"token": "t0k3n-join"})
+        known = env.join(Cls, link(3))
+        assert known[0] == 0 and known[1]["members"] == [3, 4]
+        assert len(known) == 3 and known[2] is True
+        obs.declare_dead(4, "gone")
+        known = env.join(Cls, link(4))
+        assert known[1]["members"] == [3, 4] and (len(known) == 2 or known[2] is False)
+    finally:
+        server.close()
