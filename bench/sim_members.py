@@ -964,7 +964,12 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         pid = run.coord.pid
         cpu0 = _proc_cpu(pid)
         run.start_shards()
+        sim0 = sum(_proc_cpu(p.pid) for p, _ in run.shards)  # after their start (imports)
         t_formed = run.wait_formed(0, n, "epoch 0")
+        # the shards' CPU over the formation, per member: the simulator's own cost, which
+        # shares the machine's cores with the coordinator (NOTE [torch-free shards])
+        out["form_sim_ms_per_member"] = 1000 * (sum(_proc_cpu(p.pid) for p, _ in run.shards)
+                                                - sim0) / n
         rec0 = run.ctl.record(0)
         out["formed_s"] = t_formed - run.t_go
         # the last member admitted (its pid key and first beat written): the rest of
@@ -973,6 +978,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["epoch0_members"] = len(rec0["members"])
         out["form_cpu_s"] = _proc_cpu(pid) - cpu0
         out["form_cores"] = out["form_cpu_s"] / out["formed_s"]
+        out["form_coord_ms_per_member"] = 1000 * out["form_cpu_s"] / n
         time.sleep(0.1)
         run.pump()
         fr = sum(s.get("form_req", 0) for s in run.shard_stats.values())
