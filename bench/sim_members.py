@@ -741,6 +741,21 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _proc_sched(pid: int) -> tuple[float, float]:
+    """(on CPU, waiting runnable on a run queue) in seconds, over every thread of ``pid``
+    so far (/proc/<pid>/task/*/schedstat): how much of a phase the process could have run
+    but the machine's other work had the cores."""
+    run = wait = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                a, b = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        run, wait = run + int(a) / 1e9, wait + int(b) / 1e9
+    return run, wait
+
+
 def _proc_rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -964,6 +979,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         pid = run.coord.pid
         cpu0 = _proc_cpu(pid)
         run.start_shards()
+        sched0 = _proc_sched(pid)
         sim0 = sum(_proc_cpu(p.pid) for p, _ in run.shards)  # after their start (imports)
         t_formed = run.wait_formed(0, n, "epoch 0")
         # the shards' CPU over the formation, per member: the simulator's own cost, which
@@ -979,6 +995,9 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         out["form_cpu_s"] = _proc_cpu(pid) - cpu0
         out["form_cores"] = out["form_cpu_s"] / out["formed_s"]
         out["form_coord_ms_per_member"] = 1000 * out["form_cpu_s"] / n
+        sched1 = _proc_sched(pid)  # the coordinator's threads, runnable but not running
+        out["form_coord_runq_wait_s"] = sched1[1] - sched0[1]
+        out["form_coord_run_s"] = sched1[0] - sched0[0]
         time.sleep(0.1)
         run.pump()
         fr = sum(s.get("form_req", 0) for s in run.shard_stats.values())
