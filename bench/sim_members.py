@@ -85,10 +85,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from xvendor.distributed import authstore as A  # noqa: E402
+
+
+def _control_plane_only() -> None:
+    """NOTE [torch-free shards]: a shard process speaks the protocol only, yet importing any
+    ``xvendor`` module runs ``xvendor/__init__``, which imports torch and registers every op
+    (~550 MB and ~6.5 s of CPU per process: 5.4-6.5 GiB for the 10 shards at 10,000 members).
+    A spawned shard (``__mp_main__``) gets a bare ``xvendor`` package instead; the
+    control-plane modules it uses import no torch (NOTE [a torch-free control plane] in
+    xvendor/distributed/__init__). The parent, which runs the coordinator and reads the
+    store through ``AuthStore`` (a ``torch.distributed.Store``), imports xvendor as usual."""
+    import re
+    import types
+    pkg = types.ModuleType("xvendor")
+    pkg.__path__ = [os.path.join(ROOT, "xvendor")]
+    with open(os.path.join(ROOT, "xvendor", "__init__.py")) as f:
+        pkg.__version__ = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+    sys.modules["xvendor"] = pkg
+
+
+if __name__ == "__mp_main__":
+    _control_plane_only()
+
+from xvendor.distributed import storewire as A  # noqa: E402
 from xvendor.distributed import control as cp  # noqa: E402
 from xvendor.distributed import wire  # noqa: E402
-from xvendor.distributed.membership import decode_plan, encode_plan, plan_transfer  # noqa: E402
+from xvendor.distributed.membership import (_claim_round, decode_plan, encode_plan,  # noqa: E402
+                                            plan_transfer)
 
 PER_SHARD = 1000  # members per shard process (one or two sockets each); more, and one busy event loop
 # delays the heartbeats of too many members (``Shard.lag``)
@@ -132,6 +155,7 @@ class Store:
             body = await self.r.readexactly(n)
         s = self.stats
         s["requests"] += 1
+        s["ops"][op] = s["ops"].get(op, 0) + 1  # by operation (the kill phase's breakdown)
         self.sent += 1
         if hb:
             s["hb"] += 1
@@ -195,6 +219,7 @@ class Member:
         self.killed = False
         self.step = 0
         self.epoch = -1
+        self.abort_seen = -1  # the latest epoch whose abort flag this member saw
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
         self.left_seen, self.left = 0, set()
@@ -273,16 +298,21 @@ class Member:
                     await self.s.open(sp["host"], self.store_port, sp["token"])
                 await self.s.set(cp.key_pid(self.member), str(os.getpid()))
                 await self.s.add(cp.key_hb(self.member), 1, hb=True)
-            self.shard.event("admitted", self.idx, self.member)
+            self.shard.event("admitted", self.idx, self.member, time.time())
             self.hb_task = asyncio.ensure_future(self.heartbeat())
             t0 = time.monotonic()
-            rec = None
+            rec, checked = None, False
+            keys = [cp.key_dead(self.member), cp.key_epoch(1), cp.key_abort(0), cp.key_epoch(0)]
             while rec is None:  # env.join: the wait answers with the record (NOTE [one read])
-                got = await self.s.wait_value([cp.key_epoch(0)], 5.0)
-                rec = self.shard.parse(got[1]) if got else None
+                got = await self.s.wait_value(keys, 5.0)
+                if got and got[0] == len(keys) - 1:
+                    rec, checked = self.shard.parse(got[1]), len(keys) == 4
+                elif got:
+                    rec = await self.record(0)
+                    keys = [cp.key_epoch(0)]
                 if rec is None and time.monotonic() - t0 > self.timing["join_timeout_s"]:
                     raise TimeoutError("no epoch 0")
-            await self.converge(after=-1, known=(0, rec))
+            await self.converge(after=-1, known=(0, rec, checked))
             while True:
                 await self.one_step()
         except Excluded as e:
@@ -299,7 +329,7 @@ class Member:
         r, w = await asyncio.open_connection(sp["host"], sp["port"])
         greet = json.loads(await r.readline())
         hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
-                           restart=0, fingerprint=None)
+                           restart=0, fingerprint=None, versions=sp["versions"])
         if sp["one_link"]:
             hello["store_link"] = True
         w.write((json.dumps(hello) + "\n").encode())
@@ -393,11 +423,13 @@ class Member:
             await self.propose(latest + 1, {"members": [m for m in rec["members"]
                                                         if m not in gone],
                                             "joins": rec.get("joins", 0),
+                                            "news": [self.dead_seen, self.left_seen],
                                             "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
     async def form(self, e: int, rec: dict) -> None:
         t = self.timing
         members = rec["members"]
+        news = rec.get("news") or (0, 0)  # NOTE [news after the record] in membership
         self.shard.event("seen", self.idx, self.member, e, time.time())
         n = len(members)  # the keys are built only by a member that decides (a real member
         # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
@@ -417,13 +449,16 @@ class Member:
                 flags = await self.s.multi_get(keys)
                 src, need = plan_transfer([f.decode() for f in flags])
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
+                if e > 0:
+                    await forget_decision(self.s, cp.key_ready_count(e - 1), f"ready/{e - 1}")
                 src = self.shard.plan_src(won, n)
                 break
             wait = 0.5 if decider else min(5.0, max(t["slice_s"],
                                                     late.next_at() - time.monotonic()))
             got = await self.s.wait_value([plan_key, cp.key_abort(e),  # NOTE [waits on news]
-                                           f"{cp.ROOT}deadlist/{self.dead_seen}",
-                                           f"{cp.ROOT}leftlist/{self.left_seen}"], wait)
+                                           f"{cp.ROOT}deadlist/{max(self.dead_seen, news[0])}",
+                                           f"{cp.ROOT}leftlist/{max(self.left_seen, news[1])}"],
+                                          wait)
             if got is not None and got[0] == 0:
                 src = self.shard.plan_src(got[1], n)
                 break
@@ -447,6 +482,7 @@ class Member:
         flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
         e = self.epoch
         if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+            self.abort_seen = e  # what a real member's watch saw (NOTE [the abort watch])
             raise Aborted()
 
     async def one_step(self) -> None:
@@ -473,17 +509,23 @@ class Member:
             if seen:
                 raise RuntimeError("the simulation starts no newcomers")
             return
-        await self.abort(e, f"member {me} entered recovery")  # recover
+        if self.abort_seen != e:  # recover (NOTE [a failed member does not vote])
+            await self.abort(e, f"member {me} entered recovery")
         await self.converge(after=e)
 
     async def verdict(self, ok: bool) -> bool:
         e, s, me = self.epoch, self.step, self.member
-        await self.s.set(cp.key_vote(e, s, me), "1" if ok else "0")
+        if not ok:  # NOTE [a failed member does not vote] in stepguard
+            won = await self.s.cas(cp.key_verdict(e, s), "", "redo")
+            if s >= 2:
+                await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
+            if self.abort_seen != e:
+                await self.abort(e, f"member {me}: a collective of step {s} failed")
+            return won == b"commit"
+        await self.s.set(cp.key_vote(e, s, me), "1")
         mine, t0 = await self.s.add(cp.key_vote_count(e, s), 1), time.monotonic()
         if s >= 2:
             await self.s.call(A.DEL, [self.s.k(cp.key_vote(e, s - 2, me))])
-        if not ok:
-            await self.abort(e, f"member {me}: a collective of step {s} failed")
         key, n = cp.key_verdict(e, s), len(self.members)  # votes: see form()
         decider, votes, got = mine >= n, None, None
         late = LateDecider(self.s, cp.key_vote_count(e, s), f"vote/{e}/{s}", n, me,
@@ -501,8 +543,12 @@ class Member:
                     votes := votes or [cp.key_vote(e, s, m) for m in self.members]):
                 got = await self.s.multi_get(votes)
                 want = "commit" if got and all(v == b"1" for v in got) else "redo"
-                return (await self.s.cas(key, "", want)) == b"commit"
+                won = await self.s.cas(key, "", want)
+                if s >= 1:  # NOTE [one claim key a decision]
+                    await forget_decision(self.s, cp.key_vote_count(e, s - 1), f"vote/{e}/{s - 1}")
+                return won == b"commit"
             if first and await self.aborted(e):
+                self.abort_seen = e
                 return (await self.s.cas(key, "", "redo")) == b"commit"
             first = False
             now = time.monotonic()
@@ -514,6 +560,7 @@ class Member:
             if got is not None:
                 if got[0] == 0:
                     return got[1] == b"commit"
+                self.abort_seen = e
                 return (await self.s.cas(key, "", "redo")) == b"commit"
 
 
@@ -536,8 +583,17 @@ class LateDecider:
         self.round = int((now - self.began) / self.period)
         if await self.s.add(self.count_key, 0) < self.n:
             return False
-        return await self.s.cas(cp.key_late(self.what, self.round), "", self.me.decode()) \
-            == self.me
+        key, mine = cp.key_late(self.what), f"{self.round}:{self.me.decode()}".encode()
+        won = await self.s.cas(key, "", mine.decode())  # NOTE [one claim key a decision]
+        if won != mine and _claim_round(won.decode()) < self.round:
+            won = await self.s.cas(key, won.decode(), mine.decode())
+        return won == mine
+
+
+async def forget_decision(s: "Store", count_key: str, what: str) -> None:
+    """``membership.forget_decision`` (NOTE [one claim key a decision])."""
+    await s.call(A.DEL, [s.k(count_key)])
+    await s.call(A.DEL, [s.k(cp.key_late(what))])
 
 
 # -- a shard process: many members on one event loop ----------------------------------------
@@ -547,6 +603,7 @@ class Shard:
         self.members: dict[int, Member] = {}  # by index
         self.by_id: dict[int, Member] = {}
         self.stats = {"requests": 0, "hb": 0, "hb_bytes": 0, "lag_max_s": 0.0, "lag_s": 0.0,
+                      "ops": {},
                       "form_req": 0, "form_n": 0}
         self.out: list = []
         self.stopping = False
@@ -684,6 +741,21 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _proc_sched(pid: int) -> tuple[float, float]:
+    """(on CPU, waiting runnable on a run queue) in seconds, over every thread of ``pid``
+    so far (/proc/<pid>/task/*/schedstat): how much of a phase the process could have run
+    but the machine's other work had the cores."""
+    run = wait = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                a, b = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        run, wait = run + int(a) / 1e9, wait + int(b) / 1e9
+    return run, wait
+
+
 def _proc_rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -745,8 +817,10 @@ class Run:
         self.shard_of: dict[int, int] = {}
         self.shard_stats: dict[int, dict] = {}
         self.lag_max = 0.0  # the worst event-loop lag of a shard (``Shard.lag``)
+        self.admitted_at = 0.0  # when the last member was admitted (wall clock)
         self._wait_listening()
-        self.ctl = cp.Control(A.AuthStore("127.0.0.1", self.port + 1, self.token,
+        from xvendor.distributed.authstore import AuthStore
+        self.ctl = cp.Control(AuthStore("127.0.0.1", self.port + 1, self.token,
                                           prefix=self.prefix))
         self.rss0 = _proc_rss(self.coord.pid)
         self.fds0 = len(os.listdir(f"/proc/{self.coord.pid}/fd"))
@@ -765,6 +839,9 @@ class Run:
         raise RuntimeError("the coordinator never listened")
 
     def start_shards(self) -> None:
+        import torch
+
+        import xvendor
         ctx = mp.get_context("spawn")
         k = max(1, -(-self.n // PER_SHARD))
         self.shards = []
@@ -773,7 +850,10 @@ class Run:
                 # in flight over all shards: more shards must not mean more at once (a
                 # member's hello must leave it within the coordinator's 5 s window)
                 "connect_concurrency": max(1, self.args.connect_concurrency // k),
-                "one_link": not self.args.two_links}
+                "one_link": not self.args.two_links,
+                # the hello's versions, as a real member's (NOTE [torch-free shards])
+                "versions": (str(xvendor.__version__), str(torch.__version__))}  # TorchVersion
+                # would import torch in the shard when unpickled
         first = 0
         for j in range(k):
             count = self.n // k + (1 if j < self.n % k else 0)
@@ -810,6 +890,7 @@ class Run:
                 for ev in msg[1]:
                     if ev[0] == "admitted":
                         self.id_of[ev[1]] = ev[2]
+                        self.admitted_at = max(self.admitted_at, ev[3])
                         self.shard_of[ev[2]] = j
                     else:
                         self.events[ev[0]].append(ev)
@@ -850,6 +931,16 @@ class Run:
                 raise TimeoutError(f"{what}: {len(got)} of {count} members formed epoch {e} "
                                    f"within {self.args.timeout} s ({len(self.id_of)} admitted)")
 
+    def ops(self) -> dict:
+        """Requests by operation name so far (beats and step reports included)."""
+        names = {getattr(A, k): k for k in ("SET", "GET", "ADD", "CAS", "CHECK", "MGET", "DEL",
+                                             "WAIT", "WAITV")}
+        got: dict = {}
+        for st in self.shard_stats.values():
+            for op, c in st.get("ops", {}).items():
+                got[names.get(op, str(op))] = got.get(names.get(op, str(op)), 0) + c
+        return got
+
     def requests(self) -> int:
         """Control-plane store requests every shard sent so far (heartbeats not counted)."""
         return sum(s["requests"] - s["hb"] for s in self.shard_stats.values())
@@ -888,12 +979,25 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         pid = run.coord.pid
         cpu0 = _proc_cpu(pid)
         run.start_shards()
+        sched0 = _proc_sched(pid)
+        sim0 = sum(_proc_cpu(p.pid) for p, _ in run.shards)  # after their start (imports)
         t_formed = run.wait_formed(0, n, "epoch 0")
+        # the shards' CPU over the formation, per member: the simulator's own cost, which
+        # shares the machine's cores with the coordinator (NOTE [torch-free shards])
+        out["form_sim_ms_per_member"] = 1000 * (sum(_proc_cpu(p.pid) for p, _ in run.shards)
+                                                - sim0) / n
         rec0 = run.ctl.record(0)
         out["formed_s"] = t_formed - run.t_go
+        # the last member admitted (its pid key and first beat written): the rest of
+        # ``formed_s`` is epoch 0's proposal and formation
+        out["admitted_s"] = run.admitted_at - run.t_go
         out["epoch0_members"] = len(rec0["members"])
         out["form_cpu_s"] = _proc_cpu(pid) - cpu0
         out["form_cores"] = out["form_cpu_s"] / out["formed_s"]
+        out["form_coord_ms_per_member"] = 1000 * out["form_cpu_s"] / n
+        sched1 = _proc_sched(pid)  # the coordinator's threads, runnable but not running
+        out["form_coord_runq_wait_s"] = sched1[1] - sched0[1]
+        out["form_coord_run_s"] = sched1[0] - sched0[0]
         time.sleep(0.1)
         run.pump()
         fr = sum(s.get("form_req", 0) for s in run.shard_stats.values())
@@ -943,7 +1047,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         e = run.ctl.latest_epoch()
         survivors = [m for m in ids if m not in victims]
         run.pump()
-        req_kill = run.requests()
+        req_kill, ops_kill = run.requests(), run.ops()
         t_kill = time.time()
         by_shard: dict[int, list] = {}
         for v in victims:  # one command per shard: torn down in one pass of its loop
@@ -962,6 +1066,8 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         time.sleep(0.2)  # the shards' last counts (flushed every 50 ms)
         run.pump()
         out["kill_requests_per_member"] = (run.requests() - req_kill) / len(survivors)
+        out["kill_ops_per_member"] = {k: round((v - ops_kill.get(k, 0)) / len(survivors), 2)
+                                      for k, v in run.ops().items() if v > ops_kill.get(k, 0)}
         assert sorted(rec["members"]) == survivors, "the new epoch is not the survivors"
 
         # straggler: one member computes --straggler-busy s per step
@@ -1003,6 +1109,7 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
 
 def table(rows: list[dict]) -> str:
     cols = [("members", "members", "{:d}"), ("formed_s", "epoch 0 formed s", "{:.2f}"),
+            ("admitted_s", "all admitted s", "{:.2f}"),
             ("kill_agreed_s", "kill->agreed s", "{:.3f}"),
             ("kill_formed_s", "kill->formed s", "{:.3f}"),
             ("straggler_evicted_s", "straggler evicted s", "{:.2f}"),

@@ -198,3 +198,112 @@ def test_a_dead_decider_at_a_formation_is_replaced_by_one_late_claimant():
         assert len(wide) <= 2, wide  # one claimant: one check, one read of the flags
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_the_decider_of_an_epoch_deletes_the_previous_epochs_ready_count_and_claim():
+    """NOTE [one claim key a decision]: once every member of epoch ``e`` posted its ready
+    flag, nobody reads epoch ``e - 1``'s ready count or late claim: the member that posts
+    ``e``'s plan deletes both (they stayed in the store for good)."""
+    n = 4
+    server = A.StoreServer("t0k3n-forget", "127.0.0.1", 0)
+    try:
+        stores = [A.AuthStore("127.0.0.1", server.port, "t0k3n-forget", prefix="p")
+                  for _ in range(n)]
+        stores[0].add(cp.key_ready_count(0), n)  # epoch 0's formation, and a late claim
+        stores[0].set(cp.key_late("ready/0"), "1:3")
+        box = {}
+
+        def run(i):
+            rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                                 has_state=True, step=0, epoch=0, stats={"epochs": []})
+            box[i] = meet(rg, 1, list(range(n)), time.monotonic())
+        ths = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(10)
+        assert len(box) == n, box
+        assert not stores[0].check([cp.key_ready_count(0)])
+        assert not stores[0].check([cp.key_late("ready/0")])
+        assert stores[0].check([cp.key_ready_count(1)])  # epoch 1's own: kept
+    finally:
+        server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_a_death_the_record_already_excludes_wakes_no_one():
+    """NOTE [news after the record]: after a kill the observer proposes the survivors'
+    epoch with the count of death notices it knew (``news``); a survivor forming it waits
+    from there, so the death it was proposed for is no news: 3 requests per waiting member
+    (flag, count, wait), as without a death. Before, each waiting member's wait ended at
+    once on that notice and it read the lists and waited again (8 requests)."""
+    n = 5
+    server = A.StoreServer("t0k3n-news", "127.0.0.1", 0)
+    try:
+        obs = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        obs.declare_dead(99, "killed")  # deadlist/0: the death epoch 1 was proposed for
+        rec = {"members": list(range(n)), "news": obs.news_counts()}
+        assert rec["news"] == [1, 0]
+        stores = [_CountingStore("127.0.0.1", server.port, "t0k3n-news", prefix="p")
+                  for _ in range(n)]
+        box = {}
+
+        def run(i):
+            rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                                 has_state=True, step=0, epoch=0, stats={"epochs": []})
+            box[i] = meet(rg, 1, rec["members"], time.monotonic(), rec["news"])
+        for s in stores:
+            s.sent = 0
+        ths = []
+        for i in range(n):
+            ths.append(threading.Thread(target=run, args=(i,), daemon=True))
+            ths[-1].start()
+            time.sleep(0.05)  # arrive in order: the last one decides
+        for th in ths:
+            th.join(10)
+        assert len(box) == n, box
+        sent = [s.sent for s in stores]
+        assert all(x == 3 for x in sent[:-1]), sent
+    finally:
+        server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_join_learns_from_its_wait_that_epoch_0_is_neither_aborted_nor_superseded():
+    """NOTE [one read] in env.join: the wait for epoch 0 names the member's death notice,
+    epoch 1 and epoch 0's abort flag ahead of epoch 0; answered with the record, none of
+    them exists, so ``converge`` gets the record as checked and its first look sends no
+    request. Answered with one of them (here: the member was declared dead), the record is
+    read and ``converge`` looks for itself."""
+    from xvendor.distributed import env
+
+    server = A.StoreServer("t0k3n-join", "127.0.0.1", 0)
+    try:
+        obs = cp.Control(A.LocalStore(server.kv, prefix="p"))
+        obs.propose(0, {"members": [3, 4], "joins": 0})
+
+        class Cls:
+            @classmethod
+            def found(cls, host, port, member, known=None, **kw):
+                return known
+
+            @classmethod
+            def newcomer(cls, *a, **kw):
+                raise AssertionError("a founder")
+
+        def link(member):
+            return SimpleNamespace(host="127.0.0.1", store_port=server.port, prefix="p",
+                                   member=member, timing=cp.Timing(), local_ip="127.0.0.1",
+                                   replicated=False, args={"token": "t0k3n-join"})
+        known = env.join(Cls, link(3))
+        assert known[0] == 0 and known[1]["members"] == [3, 4]
+        assert len(known) == 3 and known[2] is True
+        obs.declare_dead(4, "gone")
+        known = env.join(Cls, link(4))
+        assert known[1]["members"] == [3, 4] and (len(known) == 2 or known[2] is False)
+    finally:
+        server.close()

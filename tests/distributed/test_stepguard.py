@@ -147,3 +147,88 @@ def test_a_late_claim_is_one_member_a_round_and_the_next_round_replaces_it():
     c = LateDecider(store, "cnt2", "vote/0/2", 3, 3, 0.05)
     time.sleep(0.06)
     assert not c.claims()  # the count has not reached n: nobody may decide yet
+
+
+class _Counting:
+    """A store client that counts its requests and the keys they name."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        fn = getattr(self.inner, name)
+        if not callable(fn):
+            return fn
+
+        def call(*a, **k):
+            self.calls.append((name, a[0] if a else None))
+            return fn(*a, **k)
+        return call
+
+
+def test_a_failed_member_posts_redo_without_voting(store):
+    """NOTE [a failed member does not vote]: a member whose collectives failed posts redo at
+    once and aborts the epoch, unless its watch saw the flag already; it writes no vote and
+    adds nothing to the count (7 requests before: vote, count, delete, abort, verdict read,
+    abort check, verdict)."""
+    rg = member(store, 7, step=5)
+    rg.ctl.store = _Counting(rg.ctl.store)
+    assert verdict(rg, False) is False
+    names = [c[0] for c in rg.ctl.store.calls]
+    assert names == ["compare_set", "delete_key", "compare_set"], names  # verdict, vote of
+    # step 3, abort
+    assert not store.check([cp.key_vote(0, 5, 7)]) and not store.check([cp.key_vote_count(0, 5)])
+    assert cp.Control(store).aborted(0)
+    # the others, voting after it, adopt the redo
+    assert vote_all(store, {4: True, 9: True}) == {4: False, 9: False}
+    # its watch saw the flag (the coordinator set it): the verdict and the old vote only
+    rg2 = member(store, 9, epoch=1, step=1)
+    rg2.ctl.watch = types.SimpleNamespace(aborted=lambda e: True)
+    rg2.ctl.store = _Counting(rg2.ctl.store)
+    assert verdict(rg2, False) is False
+    assert [c[0] for c in rg2.ctl.store.calls] == ["compare_set"]
+    assert not store.check([cp.key_abort(1)])
+
+
+def test_a_decided_step_deletes_the_previous_steps_count_and_late_claim(store):
+    """NOTE [one claim key a decision] in membership: once every vote of step ``s`` is in,
+    the member that posts its verdict deletes step ``s - 1``'s count and late claim (a
+    claim is one key a decision, its round in the value); the count of every step used to
+    stay in the store for good, and a claim key a round."""
+    for s in range(4):
+        if s == 2:  # step 1's decision went late: its claim (as ``LateDecider`` writes it)
+            store.set(cp.key_late("vote/0/1"), "1:4")
+        got = {}
+
+        def one(m: int) -> None:
+            got[m] = verdict(member(store, m, step=s), True)
+        threads = [threading.Thread(target=one, args=(m,)) for m in MEMBERS]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert got == {m: True for m in MEMBERS}
+        assert store.check([cp.key_vote_count(0, s)])  # this step's: still readable
+        if s >= 1:
+            assert not store.check([cp.key_vote_count(0, s - 1)]), s
+    assert not store.check([cp.key_late("vote/0/1")])
+
+
+def test_a_late_claim_is_one_key_per_decision():
+    """NOTE [one claim key a decision]: rounds replace each other's claim in one key."""
+    from xvendor.distributed import authstore as A
+    from xvendor.distributed.membership import LateDecider, forget_decision
+
+    kv = A.KV()
+    store = A.LocalStore(kv, prefix="p")
+    store.add("cnt", 2)
+    a = LateDecider(store, "cnt", "vote/0/1", 2, 1, 1.0)
+    b = LateDecider(store, "cnt", "vote/0/1", 2, 2, 1.0)
+    time.sleep(1.05)
+    assert a.claims() and not b.claims()
+    time.sleep(1.0)
+    assert b.claims() and not a.claims()  # round 2: b replaced a, a lost it
+    claims = [k for k in kv._d if b"late/" in k]
+    assert claims == [b"p/" + cp.key_late("vote/0/1").encode()], claims
+    forget_decision(store, "cnt", "vote/0/1")
+    assert not [k for k in kv._d if b"late/" in k or k.endswith(b"cnt")]

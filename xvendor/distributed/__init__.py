@@ -16,14 +16,31 @@ recorder. See docs/resilient-groups.md.
 - ``analyze``: what a set of flight-recorder dumps says (``xvendor fr analyze DIR``).
 """
 
-from .agent import Agent
-from .control import EpochAborted, Excluded, Timing
-from .coordinator import Coordinator, StragglerPolicy
-from .ddp import ResilientDDP, resilient_ddp
-from .group import ResilientGroup
-from .torch_pg import ResilientProcessGroup, device_mesh
-from .wire import Refused
-from .recorder import FlightRecorder, analyze, format_analysis
+# NOTE [a torch-free control plane]: the names below are looked up on first use (PEP 562),
+# so that importing one control-plane module (``control``, ``wire``, ``storewire``,
+# ``storeserver``, ``membership``'s plan helpers) does not import the data plane, DDP and
+# torch with it: a process that only speaks the protocol (the simulator's shards in
+# bench/sim_members.py: 10 processes, ~550 MB each with torch) stays small.
+_LAZY = {"Agent": "agent", "EpochAborted": "control", "Excluded": "control",
+         "Timing": "control", "Coordinator": "coordinator", "StragglerPolicy": "coordinator",
+         "ResilientDDP": "ddp", "resilient_ddp": "ddp", "ResilientGroup": "group",
+         "ResilientProcessGroup": "torch_pg", "device_mesh": "torch_pg", "Refused": "wire",
+         "FlightRecorder": "recorder", "analyze": "recorder", "format_analysis": "recorder"}
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'xvendor.distributed' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["Agent", "Coordinator", "EpochAborted", "Excluded", "FlightRecorder", "Refused",
            "ResilientDDP", "ResilientGroup", "ResilientProcessGroup", "StragglerPolicy", "Timing",

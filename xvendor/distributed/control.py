@@ -42,7 +42,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-import torch.distributed as dist
 
 ROOT = "xv/"
 
@@ -95,7 +94,7 @@ def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
 def key_vote(e: int, step: int, i: int) -> str: return f"{ROOT}vote/{e}/{step}/{i}"
 def key_verdict(e: int, step: int) -> str: return f"{ROOT}verdict/{e}/{step}"
 def key_vote_count(e: int, step: int) -> str: return f"{ROOT}voten/{e}/{step}"
-def key_late(what: str, rnd: int) -> str: return f"{ROOT}late/{what}/{rnd}"
+def key_late(what: str) -> str: return f"{ROOT}late/{what}"
 
 
 KEY_LATEST = ROOT + "latest"
@@ -145,13 +144,14 @@ def decode_record(raw: str | bytes) -> dict:
 
 
 def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
-            token: str | None = None, link=None) -> dist.Store:
+            token: str | None = None, link=None) -> "dist.Store":
     """A store client: the coordinator's token-guarded store when ``token`` is given
     (``authstore``; ``link``: follow a replicated coordinator's leader through it), else the
     agent's TCPStore (``xvendor run``, loopback)."""
     if token:
         from .authstore import AuthStore
         return AuthStore(host, port, token, timeout_s, prefix=prefix, link=link)
+    import torch.distributed as dist  # NOTE [a torch-free control plane] in __init__
     store = dist.TCPStore(host, port, is_master=False, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=timeout_s))
     return dist.PrefixStore(prefix, store) if prefix else store
@@ -160,7 +160,7 @@ def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
 class Control:
     """One process's view of the control plane (a store client plus small caches)."""
 
-    def __init__(self, store: dist.Store, incarnation: int | None = None):
+    def __init__(self, store: "dist.Store", incarnation: int | None = None):
         self.store = store
         self.incarnation = incarnation  # stamped on every epoch record this view proposes
         self.watch = None  # a member's Heartbeat: abort flags without a request
@@ -265,11 +265,18 @@ class Control:
             self._dead_seen += 1
         return dict(self._dead)
 
-    def news_keys(self) -> list[str]:
+    def news_keys(self, floor=None) -> list[str]:
         """The keys of the next death notice and the next clean departure this view has not
         read yet: a wait on them ends when there is news (NOTE [waits on news] in
-        membership)."""
-        return [f"{ROOT}deadlist/{self._dead_seen}", f"{ROOT}leftlist/{self._left_seen}"]
+        membership). ``floor``: an epoch record's ``news`` (NOTE [news after the record]):
+        notices before it are no news to a member forming that epoch."""
+        d, lft = (floor or (0, 0))[:2]
+        return [f"{ROOT}deadlist/{max(self._dead_seen, int(d))}",
+                f"{ROOT}leftlist/{max(self._left_seen, int(lft))}"]
+
+    def news_counts(self) -> list[int]:
+        """How many death and departure notices exist now (an epoch record's ``news``)."""
+        return [int(self.store.add(KEY_DEAD_SEQ, 0)), int(self.store.add(KEY_LEFT_SEQ, 0))]
 
     def is_dead(self, member: int) -> bool:
         return self.store.check([key_dead(member)])
@@ -353,7 +360,7 @@ class Heartbeat:
     lasts up to ``authstore.MAX_WAIT_S`` and the beats go out meanwhile (they have no reply,
     so the wait's answer is the only thing the connection reads)."""
 
-    def __init__(self, store: dist.Store, member: int, interval_s: float):
+    def __init__(self, store: "dist.Store", member: int, interval_s: float):
         self.member, self.interval_s = member, interval_s
         self._store = store
         self._store.set(key_pid(member), str(os.getpid()))

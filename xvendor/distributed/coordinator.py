@@ -133,6 +133,12 @@ class Coordinator:
         inc = self.incarnation
         self._log = log or (lambda msg: print(f"xvendor coordinator [incarnation {inc}]: {msg}",
                                               file=sys.stderr, flush=True))
+        # NOTE [admissions logged per pass]: one line per admitted worker, as before, but
+        # the default log writes a pass's lines in one write (10,000 flushed writes to
+        # stderr were one system call per hello on the serving thread); a caller's ``log``
+        # gets each line as it happens
+        self._admit_log = None if log is not None else []
+        self._log_prefix = f"xvendor coordinator [incarnation {inc}]: "
         self._front = socket.create_server((host, port), reuse_port=False, backlog=1024)
         self._front.setblocking(False)
         self.port = self._front.getsockname()[1]
@@ -164,6 +170,10 @@ class Coordinator:
         self._link_events: collections.deque = collections.deque()
         self.store.on_link = lambda tag, kind, arg: self._link_events.append((tag, kind, arg))
         self._closed = self._serving = False
+        # the same in every hello's reply: computed once (NOTE [admissions logged per pass])
+        self._job_prefix = wire.job_prefix(self.token, None)
+        self._timing_dict = self.timing.as_dict()
+        self._reply_tails: dict = {}
 
     # -- lanes --------------------------------------------------------------------------
     def lane(self, r: int) -> _Lane:
@@ -220,10 +230,55 @@ class Coordinator:
                 self.roster.settle(self.lanes, self.lane, self._log)
                 for lane in list(self.lanes.values()):  # NOTE [the observer proposes the
                     lane.verdicts.propose_survivors()     # shrink] in verdicts
+                self._flush_admit_log()
         finally:
+            self._flush_admit_log()
             self._serving = False
             if self._closed:
                 self._release()
+
+    def _note_admitted(self, msg: str) -> None:
+        if self._admit_log is None:
+            self._log(msg)
+        else:  # NOTE [admissions logged per pass]
+            self._admit_log.append(f"{self._log_prefix}{msg}\n")
+
+    def _flush_admit_log(self) -> None:
+        if self._admit_log:
+            lines, self._admit_log = "".join(self._admit_log), []
+            try:
+                sys.stderr.write(lines)
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _reply(self, lane: _Lane, member: int, link: bool) -> bytes:
+        """The hello's reply: the lane's part encoded once, the member's id spliced in
+        (encoding the whole reply, the timing included, was a sixth of the admitting
+        thread's samples at 10,000 members)."""
+        tail = self._reply_tails.get((lane.index, link))
+        if tail is None:
+            tail = self._reply_tails[(lane.index, link)] = json.dumps(
+                {"store_port": self.store_port, "store_link": link, "prefix": lane.prefix,
+                 "job_prefix": self._job_prefix, "timing": self._timing_dict,
+                 "incarnation": self.incarnation})[1:]
+        return f'{{"ok": true, "member": {int(member)}, {tail}\n'.encode()
+
+    def _send_small(self, sock: socket.socket, msg) -> None:
+        """A greeting or a hello's reply on a non-blocking socket: a few hundred bytes fit
+        a fresh connection's send buffer, so one ``send``; blocking only for a rest (before:
+        two ``fcntl`` calls around every send). ``msg``: a dict, or its line encoded."""
+        data = msg if isinstance(msg, bytes) else (json.dumps(msg) + "\n").encode()
+        try:
+            sent = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):
+            sock.setblocking(True)
+            try:
+                sock.sendall(data[sent:])
+            finally:
+                sock.setblocking(False)
 
     def _drop_silent(self, now: float) -> None:
         """A connection that has not passed the handshake within ``HANDSHAKE_S`` is closed:
@@ -252,14 +307,13 @@ class Coordinator:
         if len(self._conns) + self.store.adopted >= self._max_conns + self._spare():
             sock.close()
             return True
-        sock.setblocking(True)
+        sock.setblocking(False)
         c = _Conn(nonce=wire.new_nonce(), peer=f"{addr[0]}:{addr[1]}")
         try:
-            wire.send(sock, {"coordinator": wire.PROTO, "nonce": c.nonce})
+            self._send_small(sock, {"coordinator": wire.PROTO, "nonce": c.nonce})
         except OSError:
             sock.close()
             return True
-        sock.setblocking(False)
         self._conns[sock] = c
         self._pending[sock] = c
         self._sel.register(sock, selectors.EVENT_READ)
@@ -400,15 +454,10 @@ class Coordinator:
             lane.arrivals.append(c.member)
             lane.arrived.add(c.member)
             lane.first_arrival = lane.first_arrival or time.monotonic()
-        sock.setblocking(True)
-        wire.send(sock, {"ok": True, "member": c.member, "store_port": self.store_port,
-                         "store_link": m.get("store_link") is True,
-                         "prefix": lane.prefix, "job_prefix": wire.job_prefix(self.token, None),
-                         "timing": self.timing.as_dict(), "incarnation": self.incarnation})
-        sock.setblocking(False)
+        self._send_small(sock, self._reply(lane, c.member, m.get("store_link") is True))
         if m.get("store_link") is True:
             self._hand_over(sock, c)
-        self._log(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
+        self._note_admitted(f"lane {c.lane}: member {c.member} = replica {m.get('replica')!r} pid "
                   f"{m.get('pid')} on {m.get('host')} (restart {m.get('restart')})"
                   + (" resumed its link (it followed the leading replica)" if resumed else ""))
         return True
@@ -621,6 +670,13 @@ def run(args) -> int:
         return 2
     print(f"xvendor coordinator [incarnation {c.incarnation}]: listening on {args.host}:{c.port} "
           f"(store {c.store_port}), min replicas {args.min_replicas}", file=sys.stderr, flush=True)
+    # NOTE [GIL hand-offs]: this process runs two busy threads, the front port's loop (this
+    # one) and the store's. A thread leaving a system call (send, recv, accept, epoll) waits
+    # for the GIL until the other thread's switch interval ends (5 ms by default), so under a
+    # burst each of a hello's system calls could cost the admitting thread up to 5 ms while
+    # the store thread served beats. A shorter interval bounds that wait; the price is more
+    # GIL hand-offs on a busy store thread (bench/sim_members.py, bench/RESULTS.md).
+    sys.setswitchinterval(0.0005)
     try:
         c.serve()
     except KeyboardInterrupt:

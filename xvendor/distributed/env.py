@@ -215,10 +215,20 @@ def join(cls, link: Link, **kw):
     ctl = cp.Control(cp.connect(link.host, link.store_port, prefix=link.prefix,
                                 token=link.args["token"], link=link))
     t0 = time.monotonic()
-    rec = None
-    while rec is None:  # the wait answers with the record: one read (NOTE [one read])
-        got = ctl.wait_value([cp.key_epoch(0)], 5.0, link.timing.slice_s)
-        rec = cp.decode_record(got[1]) if got else ctl.record(0) if got is False else None
+    rec, checked = None, False
+    # NOTE [one read]: the wait answers with the record. It also names this member's death
+    # notice, epoch 1 and epoch 0's abort flag, ahead of epoch 0 (the first present
+    # answers): answered with epoch 0, none of them exists, which is what ``converge``'s
+    # first look would ask the store next (one request per founder less at a formation);
+    # answered with one of them, the record is read and ``converge`` looks for itself.
+    keys = [cp.key_dead(link.member), cp.key_epoch(1), cp.key_abort(0), cp.key_epoch(0)]
+    while rec is None:
+        got = ctl.wait_value(keys, 5.0, link.timing.slice_s)
+        if got and got[0] == len(keys) - 1:
+            rec, checked = cp.decode_record(got[1]), len(keys) == 4
+        elif got is not None:
+            rec = ctl.record(0)
+            keys = [cp.key_epoch(0)]  # news came first: wait for the record alone
         if rec is None and time.monotonic() - t0 > link.timing.join_timeout_s:
             raise TimeoutError(f"member {link.member}: the coordinator formed no epoch 0 within "
                                f"{link.timing.join_timeout_s} s (fewer than --min-replicas?)")
@@ -235,7 +245,8 @@ def join(cls, link: Link, **kw):
                                   link.args["replica"], kw.get("device", "cpu"))
     args = dict(store_prefix=link.prefix, link=link, unit=unit, **kw)
     if link.member in rec["members"]:
-        return cls.found(link.host, link.store_port, link.member, known=(0, rec), **args)
+        return cls.found(link.host, link.store_port, link.member,
+                         known=(0, rec, True) if checked else (0, rec), **args)
     return cls.newcomer(link.host, link.store_port, link.member, **args)
 
 

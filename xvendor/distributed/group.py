@@ -295,7 +295,9 @@ class ResilientGroup:
         """After ``EpochAborted``: agree on the survivors, form the next epoch, re-sync state."""
         t0 = time.monotonic()
         old = self.epoch
-        self.ctl.abort(old, f"member {self.member} entered recovery")
+        if not (self.ctl.watch is not None and self.ctl.watch.aborted(old) is True):
+            self.ctl.abort(old, f"member {self.member} entered recovery")  # else: set, and
+            # seen without a request (NOTE [a failed member does not vote] in stepguard)
         self._retire_current()
         self._dump(old, self.members)  # every reachable rank dumps: the abort flag told them
         membership.converge(self, after=old, t0=t0)

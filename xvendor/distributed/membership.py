@@ -28,7 +28,6 @@ import json
 import threading
 import time
 
-import torch
 
 from . import control as cp
 from .control import EpochAborted
@@ -79,6 +78,8 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
         rg._dump(latest, rec["members"])
         rg.ctl.propose(latest + 1, {"members": [m for m in rec["members"] if m not in gone],
                                     "joins": rec.get("joins", 0),
+                                    # the notices ``departed`` read (NOTE [news after the
+                                    "news": [rg.ctl._dead_seen, rg.ctl._left_seen],  # record])
                                     "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
 
@@ -100,8 +101,15 @@ def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
 class LateDecider:
     """Whether this member is the late decider of a count (NOTE [late deciders]): at most
     one claim attempt per ``period_s`` round after ``period_s`` passed, each one request
-    (the count) plus one more (the claim) once the count reached ``n``. ``what`` names the
-    decision (``ready/<e>``, ``vote/<e>/<s>``): the claim keys are ``late/<what>/<round>``."""
+    (the count) plus one or two more (the claim) once the count reached ``n``. ``what``
+    names the decision (``ready/<e>``, ``vote/<e>/<s>``).
+
+    NOTE [one claim key a decision]: the claim is one key, ``late/<what>``, whose value is
+    ``<round>:<member>``: a round's first claimant sets it (from empty, or over an earlier
+    round's claim: compare-and-set on the value it read back), so a round has one winner
+    and the next round replaces it. It used to be one key a round (``late/<what>/<round>``),
+    which nobody could delete without knowing which rounds ran; one key is deleted with
+    the count when the decision is over (``forget_decision``)."""
 
     def __init__(self, store, count_key: str, what: str, n: int, me: int, period_s: float):
         self.store, self.count_key, self.what, self.n = store, count_key, what, n
@@ -120,11 +128,33 @@ class LateDecider:
         self.round = int((now - self.began) / self.period)
         if int(self.store.add(self.count_key, 0)) < self.n:
             return False
-        won = self.store.compare_set(cp.key_late(self.what, self.round), "", self.me)
-        return (won.decode() if isinstance(won, bytes) else won) == self.me
+        key, mine = cp.key_late(self.what), f"{self.round}:{self.me}"
+        won = _text(self.store.compare_set(key, "", mine))
+        if won != mine and _claim_round(won) < self.round:  # an earlier round's claimant
+            won = _text(self.store.compare_set(key, won, mine))
+        return won == mine
 
 
-def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[int]]:
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _claim_round(value: str) -> int:
+    head = value.split(":", 1)[0]
+    return int(head) if head.isdigit() else 1 << 30
+
+
+def forget_decision(store, count_key: str, what: str) -> None:
+    """Delete a finished decision's count and late claim (NOTE [one claim key a decision]):
+    called by the member that posted the decision after the one it follows, once nobody can
+    read them any more (``stepguard.verdict``: step ``s - 1``'s once every vote of ``s`` is
+    in; ``_decide``: epoch ``e - 1``'s ready count once every member of ``e`` is ready)."""
+    store.delete_key(count_key)
+    store.delete_key(cp.key_late(what))
+
+
+def meet(rg, e: int, members: list[int], t0: float,
+         news=None) -> tuple[int | None, list[int]]:
     """Post this member's ready flag for epoch ``e``, wait until every member posted its
     own, and return the epoch's transfer plan (``plan_transfer`` over the flags, in rank
     order); ``EpochAborted`` when a member will not arrive or the epoch is aborted.
@@ -164,7 +194,15 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     requests (plan, abort flag, death and left lists), 8 a second for as long as the
     formation took: 30 control requests per survivor to form one shrink of 3,000 simulated
     members, most of them these. The wait now includes the keys of the next death and
-    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s."""
+    departure notices (``Control.news_keys``): it ends when there is news, or after 5 s.
+
+    NOTE [news after the record]: an epoch record proposed after deaths lists the count of
+    death and departure notices its proposer knew (``news``); none of those members is in
+    it, so they are no news to a member forming it. The wait starts at that count. Before,
+    after a kill every survivor's wait ended at once on the very death the new epoch was
+    proposed for, and each read the lists (count, notice, reason, departures) and waited
+    again: 5 requests per survivor, 50,000 at 10,000 members on the store's one thread
+    (bench/sim_members.py)."""
     n, store = len(members), rg.ctl.store
     store.set(cp.key_ready(e, rg.member), ready_flag(rg))
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
@@ -172,7 +210,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
     late = LateDecider(store, cp.key_ready_count(e), f"ready/{e}", n, rg.member,
                        rg.timing.hb_timeout_s)  # NOTE [late deciders]
     if getattr(store, "wait_value", None) is not None:  # NOTE [one read]
-        return _meet_on_news(rg, e, members, mine >= n, late, t0)
+        return _meet_on_news(rg, e, members, mine >= n, late, t0, news)
     decider, keys = mine >= n, None
     while True:
         raw = rg.ctl.get(plan_key)
@@ -191,7 +229,7 @@ def meet(rg, e: int, members: list[int], t0: float) -> tuple[int | None, list[in
                 raise EpochAborted(f"epoch {e}: members {sorted(gone)} will not arrive")
         # the plan, an abort, the next death or departure notice wake this at once (NOTE
         # [waits on news]); the timeout only bounds the join-timeout check
-        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys()], 5.0,
+        waited = rg.ctl.wait_any([plan_key, abort_key, *rg.ctl.news_keys(news)], 5.0,
                                  rg.timing.slice_s / 4)
 
 
@@ -200,11 +238,13 @@ def _decide(rg, e: int, keys: list[str], n: int) -> tuple[int | None, list[int]]
     store = rg.ctl.store
     src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
     won = store.compare_set(cp.key_plan(e), "", encode_plan(src, needers, n)).decode()
+    if e > 0:  # every member of ``e`` left ``meet`` of ``e - 1`` (NOTE [one claim key a
+        forget_decision(store, cp.key_ready_count(e - 1), f"ready/{e - 1}")  # decision])
     return decode_plan(won, n)
 
 
 def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecider,
-                  t0: float) -> tuple[int | None, list[int]]:
+                  t0: float, news=None) -> tuple[int | None, list[int]]:
     """``meet`` on the coordinator's store, after the flag and the count.
 
     NOTE [one read]: a member waiting for the plan learns from the wait itself which key
@@ -222,7 +262,7 @@ def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecid
         if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
             return _decide(rg, e, keys, n)
         wait = min(5.0, max(rg.timing.slice_s, late.next_at() - time.monotonic()))
-        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys()],
+        got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys(news)],
                                 0.5 if decider else wait, rg.timing.slice_s / 4)
         if got is not None and got[0] == 0:
             return decode_plan(got[1], n)
@@ -265,7 +305,7 @@ def form(rg, e: int, rec: dict) -> None:
     when a member will not arrive or the epoch is aborted meanwhile."""
     members = rec["members"]
     t0 = time.monotonic()
-    src, needers = meet(rg, e, members, t0)
+    src, needers = meet(rg, e, members, t0, rec.get("news"))  # NOTE [news after the record]
     t_ready = time.monotonic()
     if src is None:
         raise RuntimeError(f"epoch {e}: no member holds state (members {members})")
@@ -369,6 +409,7 @@ def sync_state(rg, src: int, needers: list[int]) -> int:
     helper behind (the group is retired) and raises ``EpochAborted``."""
     if not needers or (rg.rank != src and rg.rank not in needers):
         return 0
+    import torch  # NOTE [a torch-free control plane] in __init__
     tag_header, tag_payload = 1, 2
     if rg.rank == src:
         bio = io.BytesIO()

@@ -138,11 +138,15 @@ class Verdicts:
         rec = self.ctl.record(latest)
         if rec is None or not any(m in self.deaths for m in rec.get("members", [])):
             return
+        # NOTE [news after the record] in membership: the notices counted before the lists
+        # are read are all reflected below (a later one wakes the members, as it should)
+        news = self.ctl.news_counts()
         left = self.ctl.left()
         gone = sorted(m for m in rec["members"] if m in self.deaths or m in left)
         survivors = [m for m in rec["members"] if m not in self.deaths and m not in left]
         if survivors:
             self.ctl.propose(latest + 1, {"members": survivors, "joins": rec.get("joins", 0),
+                                          "news": news,
                                           "why": f"shrink after epoch {latest}: {gone} "
                                                  f"(proposed by the observer)"})
 

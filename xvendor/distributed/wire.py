@@ -96,11 +96,16 @@ def recv_one(sock: socket.socket, reader: LineReader, timeout_s: float) -> dict:
 
 
 def hello(token: str, nonce: str, *, lane: int, replica: str, restart: int,
-          fingerprint: str | None, lanes: int = 1, resume: int | None = None) -> dict:
-    import torch
+          fingerprint: str | None, lanes: int = 1, resume: int | None = None,
+          versions: tuple[str, str] | None = None) -> dict:
+    """``versions``: (xvendor's, torch's) as the caller already knows them (the simulator's
+    torch-free shards: NOTE [a torch-free control plane]); default: imported here."""
+    if versions is None:
+        import torch
 
-    from .. import __version__
-    return {"proto": PROTO, "xvendor": __version__, "torch": torch.__version__,
+        from .. import __version__
+        versions = (__version__, torch.__version__)
+    return {"proto": PROTO, "xvendor": versions[0], "torch": versions[1],
             "mac": mac(token, nonce), "lane": lane, "lanes": lanes, "replica": replica,
             "restart": restart,
             "fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname(),
