@@ -1,8 +1,8 @@
-"""rms_norm on the CPU: torch's eager op against the ``torch`` backend's one-reduction form
-(NOTE [rms_norm in one reduction] in ``xvendor/torch_backend/kernels.py``), over a sweep of
+"""rms_norm on the CPU: torch's eager op against the ``torch`` backend's one-buffer form
+(NOTE [rms_norm in one buffer] in ``xvendor/torch_backend/kernels.py``), over a sweep of
 sizes, in one process, interleaved; prints each row's ratio and the size from which the
-one-reduction form is at least as fast on every larger row: the evidence for
-``rules.RMS_NORM_ONE_REDUCTION["cpu"]``.
+one-buffer form is at least as fast on every larger row: the evidence for
+``rules.RMS_NORM_ONE_BUFFER["cpu"]``.
 
     python bench/rms_norm_cpu.py [--threads N] [--rounds R] [--dtypes float32,bfloat16]
         [--heap steady|default]
@@ -57,11 +57,11 @@ def main(argv=None) -> int:
     one = torch.get_num_threads() == 1
     clock = time.thread_time if one else time.perf_counter
     print(f"# rms_norm on the CPU, torch {torch.__version__}, {torch.get_num_threads()} "
-          f"thread(s), {'thread CPU' if one else 'wall'} time, {heap}; threshold now "
-          f"{rules.RMS_NORM_ONE_REDUCTION.get('cpu')} elements")
-    print("| dtype | M x H | elements | torch ms | one-reduction ms | torch/ours | "
-          "err torch | err ours |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"thread(s), {'thread CPU' if one else 'wall'} time, {heap}; thresholds now "
+          f"{ {str(k).replace('torch.', ''): v for k, v in rules.RMS_NORM_ONE_BUFFER['cpu'].items()} }")
+    print("| dtype | M x H | elements | torch ms | one-buffer ms | torch/ours | "
+          "err torch | err ours | bitwise equal |")
+    print("|---|---|---|---|---|---|---|---|---|")
     gen = torch.Generator().manual_seed(0)
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
@@ -70,10 +70,11 @@ def main(argv=None) -> int:
             x = torch.randn(m, h, generator=gen).to(dtype)
             w = torch.randn(h, generator=gen).to(dtype)
             theirs = lambda: torch.rms_norm(x, (h,), w, 1e-6)  # noqa: E731
-            ours = lambda: kernels._rms_norm_one_reduction(x, w, 1e-6)  # noqa: E731
+            ours = lambda: kernels._rms_norm_one_buffer(x, w, 1e-6)  # noqa: E731
             ref = numerics.rms_norm(x, w, 1e-6)
-            err_t = numerics.rel_error(theirs(), ref)
-            err_o = numerics.rel_error(ours(), ref)
+            got_t, got_o = theirs(), ours()
+            err_t, err_o = numerics.rel_error(got_t, ref), numerics.rel_error(got_o, ref)
+            same = torch.equal(got_t, got_o)
             calls = max(1, min(50, int(2e6 // (m * h))))
             for fn in (theirs, ours):  # warm both
                 _time(fn, calls, clock)
@@ -85,12 +86,12 @@ def main(argv=None) -> int:
             t, o = statistics.median(ts), statistics.median(os_)
             rows.append((m * h, t / o))
             print(f"| {name} | {m}x{h} | {m * h} | {t * 1e3:.3f} | {o * 1e3:.3f} | "
-                  f"{t / o:.2f}x | {err_t:.1e} | {err_o:.1e} |", flush=True)
+                  f"{t / o:.2f}x | {err_t:.1e} | {err_o:.1e} | {'yes' if same else 'NO'} |", flush=True)
         # the smallest size from which every row (this one and all larger) is >= 1.0x
         rows.sort()
         from_ = next((n for i, (n, _) in enumerate(rows)
                       if all(q >= 1.0 for _, q in rows[i:])), None)
-        print(f"# {name}: one reduction at least as fast from {from_} elements on every "
+        print(f"# {name}: one buffer at least as fast from {from_} elements on every "
               f"larger row" if from_ else f"# {name}: no size from which it is always faster")
     return 0
 

@@ -16,8 +16,8 @@ Code paths, per op:
     built on the device (index >= offs[-1]); on the CPU, where reading ``offs[-1]`` costs
     nothing, one slice (``HOST_READS_FREE``).
 - rms_norm: ``F.rms_norm`` over weight's dims (the last one without a weight); in eager
-  inference on the CPU from ``rules.RMS_NORM_ONE_REDUCTION`` elements, torch's arithmetic
-  with one fused reduction (NOTE [rms_norm in one reduction]).
+  inference on the CPU from ``rules.RMS_NORM_ONE_BUFFER`` elements, torch's arithmetic on
+  one buffer instead of three temporaries (NOTE [rms_norm in one buffer]).
 - topk: ``torch.topk``.
 - scaled_mm / scaled_grouped_mm: ``F.scaled_mm`` / ``F.scaled_grouped_mm`` with the
   recipes and swizzles as torch's enums (rows past ``offs[-1]`` zeroed for the grouped
@@ -37,7 +37,7 @@ from torch.compiler import is_compiling as _compiling
 from ..shapes import last_end
 from ..numerics import rms_norm_eps
 from .rules import (GROUPED_MM_ALIGNED_BASE, GROUPED_MM_NATIVE_OUT, MM_NATIVE_OUT,
-                    RMS_NORM_ONE_REDUCTION)
+                    RMS_NORM_ONE_BUFFER)
 
 _grad_enabled = torch.is_grad_enabled
 
@@ -205,41 +205,43 @@ def _mask_unowned(a, b, offs):
 
 
 def rms_norm(x, weight=None, eps=None):
-    if x.is_cpu and x.numel() >= _ONE_REDUCTION_CPU and not _compiling() and not (
-            _grad_enabled() and (x.requires_grad or weight is not None and weight.requires_grad)):
-        return _rms_norm_one_reduction(x, weight, eps)
+    if x.is_cpu and x.numel() >= _ONE_BUFFER_CPU.get(x.dtype, _NEVER) and not _compiling() \
+            and not (_grad_enabled() and (x.requires_grad or weight is not None
+                                          and weight.requires_grad)):
+        return _rms_norm_one_buffer(x, weight, eps)  # NOTE [rms_norm in one buffer]
     # torch.rms_norm is F.rms_norm without its Python wrapper (the builtin handles
     # __torch_function__ itself): NOTE [floor overhead]
     return torch.rms_norm(x, weight.shape if weight is not None else x.shape[-1:], weight, eps)
 
 
-_ONE_REDUCTION_CPU = RMS_NORM_ONE_REDUCTION.get("cpu", 1 << 62)
+_ONE_BUFFER_CPU, _NEVER = RMS_NORM_ONE_BUFFER.get("cpu", {}), 1 << 62
 _UPCAST = {torch.float16: F32, torch.bfloat16: F32}
 
 
-def _rms_norm_one_reduction(x, weight, eps):
-    """torch's rms_norm arithmetic with one fused reduction for the mean square.
+def _rms_norm_one_buffer(x, weight, eps):
+    """torch's rms_norm, bit for bit, in fewer passes and allocations.
 
-    NOTE [rms_norm in one reduction]: on the CPU torch's eager rms_norm is its composite:
-    upcast, ``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``, cast (five passes over x
-    and up to three x-sized temporaries). Here the mean square comes from
-    ``vector_norm`` (one pass, no temporary; the square of the norm differs from ``mean``'s
-    sum by an fp32 rounding), then the two multiplies run in place on one buffer: torch's
-    upcast copy for half types, else the product's own. The arithmetic is otherwise torch's
-    (fp32 for half types, x * r, then * weight, one rounding to x's dtype), and eps=None is
-    torch's default (``numerics.rms_norm_eps``). Used in eager inference on the device types
-    and sizes where it is measured faster (``rules.RMS_NORM_ONE_REDUCTION``); a traced call
-    keeps torch's op for the compiler, and a call that needs gradients keeps torch's op
-    under torch's own autograd.
+    NOTE [rms_norm in one buffer]: on the CPU torch's eager rms_norm is its composite:
+    upcast, ``pow``, ``mean``, ``add``, ``rsqrt``, ``mul``, ``mul``, cast: each of ``pow`` and
+    the two ``mul`` writes a new x-sized tensor. Here the same operations run on one
+    x-sized buffer: the squares are written into it, summed and divided (what ``mean``
+    does on the CPU: a sum, then a division by the count), and the product x * r is written
+    back into it and multiplied by the weight in place (for half types the buffer is
+    torch's own fp32 upcast copy of x, the squares a second one). The values are torch's to
+    the bit (tested); only the memory traffic is smaller. eps=None is torch's default
+    (``numerics.rms_norm_eps``). Used in eager inference on the device types, dtypes and
+    sizes where it is measured faster (``rules.RMS_NORM_ONE_BUFFER``); a traced call keeps
+    torch's op for the compiler, and a call that needs gradients keeps torch's op under
+    torch's own autograd.
     """
     nd = weight.dim() if weight is not None else 1
     dims = -1 if nd == 1 else tuple(range(-nd, 0))
-    n = math.prod(x.shape[-nd:])
     wide = _UPCAST.get(x.dtype)
     xf = x if wide is None else x.to(wide)
-    r = torch.linalg.vector_norm(xf, 2, dims, True).square_().div_(n)
+    buf = torch.square(xf)
+    r = buf.sum(dims, keepdim=True).div_(math.prod(x.shape[-nd:]))
     r = r.add_(rms_norm_eps(x.dtype, eps)).rsqrt_()
-    y = torch.mul(x, r) if wide is None else xf.mul_(r)
+    y = torch.mul(x, r, out=buf) if wide is None else xf.mul_(r)
     if weight is not None:
         y.mul_(weight)
     return y if wide is None else y.to(x.dtype)

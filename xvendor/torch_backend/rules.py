@@ -44,12 +44,12 @@ GROUPED_MM_NATIVE_OUT = {"cuda": {(BF16, F32)}}
 MM_NATIVE_OUT = {"cuda": {(BF16, F32), (F16, F32)}}
 
 # Device types where torch's eager rms_norm is its composite (upcast, pow, mean, add, rsqrt,
-# mul, mul, cast: five passes over x and up to three x-sized temporaries), and from how many
-# elements of x one fused reduction (``torch.linalg.vector_norm``) and in-place multiplies
-# are faster there in eager inference (kernels.py, NOTE [rms_norm in one reduction]).
-# Measured with ``python bench/rms_norm_cpu.py`` (bench/RESULTS.md); a device type not
-# listed runs torch's op (CUDA's is one fused kernel).
-RMS_NORM_ONE_REDUCTION = {"cpu": 65536}
+# mul, mul, cast: three x-sized temporaries besides the upcast), and per dtype from how many
+# elements of x the same arithmetic on one buffer is faster there in eager inference
+# (kernels.py, NOTE [rms_norm in one buffer]). Measured with ``python bench/rms_norm_cpu.py``
+# at 1 and 2 threads (bench/RESULTS.md); a device type or dtype not listed runs torch's op
+# (CUDA's is one fused kernel).
+RMS_NORM_ONE_BUFFER = {"cpu": {F32: 524288, F64: 262144, BF16: 262144, F16: 262144}}
 
 # F.scaled_mm: (recipe_a, recipe_b) pairs and operand dtypes, per device type and arch
 # ("*": any arch of that type). MX here means NO_SWIZZLE scales, xvendor's layout.
