@@ -102,6 +102,17 @@ class _CountingStore(A.AuthStore):
 
 @pytest.mark.l1
 @pytest.mark.timeout(60)
+def _arrive_in_order(n: int, run) -> None:
+    """``run(i)`` for members 0..n-1 on threads started 50 ms apart (the last decides)."""
+    ths = []
+    for i in range(n):
+        ths.append(threading.Thread(target=run, args=(i,), daemon=True))
+        ths[-1].start()
+        time.sleep(0.05)
+    for th in ths:
+        th.join(10)
+
+
 def test_forming_costs_three_requests_per_waiting_member():
     """NOTE [one read]: n members meet at an epoch over a real store; each one that waits
     for the plan sends its flag, its count and one wait whose answer carries the plan (it
@@ -120,13 +131,7 @@ def test_forming_costs_three_requests_per_waiting_member():
             box[i] = meet(rg, 0, list(range(n)), time.monotonic())
         for s in stores:
             s.sent = 0  # the connect's probe is not the formation's
-        ths = []
-        for i in range(n):
-            ths.append(threading.Thread(target=run, args=(i,), daemon=True))
-            ths[-1].start()
-            time.sleep(0.05)  # arrive in order: the last one decides
-        for th in ths:
-            th.join(10)
+        _arrive_in_order(n, run)
         assert len(box) == n and len({repr(v) for v in box.values()}) == 1, box
         sent = [s.sent for s in stores]
         assert all(x == 3 for x in sent[:-1]), sent
@@ -257,13 +262,7 @@ def test_a_death_the_record_already_excludes_wakes_no_one():
             box[i] = meet(rg, 1, rec["members"], time.monotonic(), rec["news"])
         for s in stores:
             s.sent = 0
-        ths = []
-        for i in range(n):
-            ths.append(threading.Thread(target=run, args=(i,), daemon=True))
-            ths[-1].start()
-            time.sleep(0.05)  # arrive in order: the last one decides
-        for th in ths:
-            th.join(10)
+        _arrive_in_order(n, run)
         assert len(box) == n, box
         sent = [s.sent for s in stores]
         assert all(x == 3 for x in sent[:-1]), sent

@@ -68,17 +68,22 @@ def test_votes_complete_before_an_abort_commit(store):
     assert verdict(member(store, 4), True) is True  # the verdict is written once
 
 
+def _every_member(one) -> None:
+    """``one(m)`` for every member at once, on threads."""
+    threads = [threading.Thread(target=one, args=(m,)) for m in MEMBERS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+
+
 def test_steps_and_epochs_are_separate_verdicts(store):
     assert vote_all(store, {m: True for m in MEMBERS}) == {m: True for m in MEMBERS}
     got = {}
 
     def one(m: int) -> None:  # epoch 1, same step number: a fresh verdict
         got[m] = verdict(member(store, m, epoch=1, step=5), m != 7)
-    threads = [threading.Thread(target=one, args=(m,)) for m in MEMBERS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    _every_member(one)
     assert got == {m: False for m in MEMBERS}
 
 
@@ -202,11 +207,7 @@ def test_a_decided_step_deletes_the_previous_steps_count_and_late_claim(store):
 
         def one(m: int) -> None:
             got[m] = verdict(member(store, m, step=s), True)
-        threads = [threading.Thread(target=one, args=(m,)) for m in MEMBERS]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        _every_member(one)
         assert got == {m: True for m in MEMBERS}
         assert store.check([cp.key_vote_count(0, s)])  # this step's: still readable
         if s >= 1:
