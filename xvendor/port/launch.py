@@ -451,7 +451,6 @@ class _Span:
         return 1
 
 
-
 def _wrapper_name(spec: str) -> str:
     """The SYCL wrapper name of ``"k<3, (true)>"`` (``k<3, true>``'s: one compiled kernel)."""
     from .parse import split_template_args
