@@ -12,7 +12,8 @@ from .dispatch.engine import (FLOOR, IN_TREE, REFERENCE, Decision, Fallback, bac
                               define_op, device_info, dispatcher, explain_request,
                               fallback_count, fallbacks, floor_trainer,
                               install_default_tuned_hook, ops, plugin_problems, register,
-                              requested_backend, reset, select, set_tuned_lookup, traced_floor,
+                              requested_backend, requested_in_context, reset, select,
+                              set_tuned_lookup, traced_floor,
                               tunable, unavailable_reason, use_backend)
 from .dispatch.records import FLOAT_DTYPES, Backend, BackendUnavailable, load_attr
 from .gate import GateFailure
@@ -21,5 +22,6 @@ __all__ = ["Backend", "BackendUnavailable", "GateFailure", "Decision", "Fallback
            "backends", "ops", "define_op", "select", "decide", "dispatcher", "explain_request",
            "use_backend", "requested_backend", "set_tuned_lookup", "install_default_tuned_hook",
            "tunable", "reset", "plugin_problems", "fallbacks", "fallback_count", "device_info",
-           "unavailable_reason", "traced_floor", "floor_trainer", "IN_TREE", "REFERENCE", "FLOOR",
+           "unavailable_reason", "traced_floor", "floor_trainer",
+           "requested_in_context", "IN_TREE", "REFERENCE", "FLOOR",
            "FLOAT_DTYPES", "load_attr"]

@@ -211,12 +211,15 @@ _state = _State()
 set_probe_verdicts(lambda record: _state.unavailable_reason(record))
 _decisions: dict[tuple, Decision] = {}  # (op, device, dtype, shape class, requested)
 _fast_decisions: dict[str, dict] = {}  # op -> (device, dtype, requested) -> Decision
+_direct_floors: list[dict] = []  # each dispatcher's (device, dtype) -> torch's call
 
 
 def _forget_decisions() -> None:
     _decisions.clear()
     for per_op in _fast_decisions.values():
         per_op.clear()
+    for table in _direct_floors:
+        table.clear()
 
 
 _gate = Gate(lambda name: _state.backends.get(name), lambda op: _state.kernel(REFERENCE, op),
@@ -505,12 +508,17 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
     fast = _fast_decisions.setdefault(op, {})
     state, requested_var = _state, _requested
 
+    direct: dict = {}  # NOTE [straight to the floor]
+    _direct_floors.append(direct)
+
     def miss(device, dtype, args, requested):
         if check is not None:
             check(*args)
         dec = decide(op, device, dtype, args, requested)
         if state.tuned_lookup is None:  # shape-blind decisions: one per 3-tuple
             fast[(device, dtype, requested)] = dec
+            if requested is None and dec.backend == FLOOR:
+                direct[(device, dtype)] = _straight(dec, check)
         return dec
 
     def failed(dec, args, e):
@@ -533,6 +541,7 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
                 return dec.kernel(*args)
             except Exception as e:
                 return failed(dec, args, e)
+        run.direct = direct
         return run
 
     def run_checked(device, dtype, args, backend=None):
@@ -548,7 +557,57 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
             return dec.kernel(*args)
         except Exception as e:
             return failed(dec, args, e)
+    run_checked.direct = direct
     return run_checked
+
+
+class _Refused(Exception):
+    """The floor's rules refuse a call that came straight to it: the dispatcher takes it."""
+
+
+def _straight(dec: Decision, check: Callable | None) -> Callable:
+    """What a dispatcher's ``direct`` table holds for a decision that is the floor: torch's
+    kernel, behind the floor's per-call rule and the op's check where the dispatcher
+    would run them (both raise, and send the call to the dispatcher).
+
+    NOTE [straight to the floor]: where the decision is torch's own kernel (the usual case
+    on every device without a kernel of ours), the dispatcher's closure adds a call, the
+    request resolution, the decision lookup and the rule and check flags around torch's op:
+    about a microsecond per call on the project's 2-core CPU, paid on every MoE layer and
+    norm of a decode step (``python bench/op_overhead.py``). So each dispatcher keeps
+    ``dispatch.direct``, ``(device, dtype) -> fn(*args)``, and an op's public function, on
+    a plain eager call with no backend requested (no ``backend`` argument and
+    ``requested_in_context()`` is ``None``), calls ``fn`` with the arguments it would give
+    the dispatcher; on any exception it calls the dispatcher, which runs the call again and
+    reports the op's error, passes it on or falls back, exactly as without the table. An
+    entry is made by the dispatcher's own miss, only while nothing is requested in any way
+    (so no ``XVENDOR_BACKEND``: it is read once, at import and ``reset``) and no tuned-winner
+    lookup is installed; everything that changes a decision empties every table
+    (``_forget_decisions``).
+    """
+    kernel, rule = dec.kernel, dec.accepts
+    if check is not None and not dec.checks_inputs:
+        if rule is None:
+            def checked(*args):
+                check(*args)
+                return kernel(*args)
+            return checked
+        inner = rule
+
+        def rule(*args):
+            check(*args)
+            return inner(*args)
+    if rule is None:
+        return kernel
+
+    def ruled(*args):
+        if rule(*args) is not None:
+            raise _Refused
+        return kernel(*args)
+    return ruled
+
+
+requested_in_context = _requested.get  # the ``use_backend`` block around a call, if any
 
 
 def floor_trainer(op: str) -> Callable:

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
+from ..registry import requested_in_context as _in_context
 from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, _compiling, _dispatch_modes,
                       _fast_path as fast_path, _fn_mode, _functorch, _profiling, acc_dtype,
                       check_bias, check_float, check_out_dtype, check_same_device,
@@ -37,6 +38,7 @@ def _check_plain(a, b, bias, out_dtype) -> None:
 dispatch = dispatcher(OP)  # for checked arguments
 dispatch_plain = dispatcher(OP, check=_check_plain)
 train_floor = floor_trainer(OP)
+direct = dispatch_plain.direct  # NOTE [straight to the floor]
 
 
 def check(a, b, bias=None, out_dtype=None) -> None:
@@ -99,6 +101,11 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
             or _dispatch_modes() or _functorch() or _profiling()):  # fast_path_open(), inline
         dev, dt = CPU if a.is_cpu else a.device, a.dtype  # NOTE [the CPU device object]
         if bias is None and out_dtype is None:  # checked in there (NOTE [dispatch cost])
+            if backend is None and (floor := direct.get((dev, dt))) and _in_context() is None:
+                try:
+                    return floor(a, b, None, None)  # NOTE [straight to the floor]
+                except Exception:
+                    pass  # the dispatcher runs it again: the op's error, or a fallback
             return dispatch_plain(dev, dt, (a, b, None, None), backend)
         if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
             check(a, b, bias, out_dtype)

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
+from ..registry import requested_in_context as _in_context
 from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, check_bias,
                       check_float, check_group_ends, check_out_dtype, check_same_device,
                       check_tensor, define, eager_autograd, fast_path_open, needs_grad,
@@ -32,6 +33,7 @@ from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, acc_dtype, 
 OP = "grouped_mm"
 dispatch = dispatcher(OP)
 train_floor = floor_trainer(OP)
+direct = dispatch.direct  # NOTE [straight to the floor]
 _RAGGED = {"m": "rows of a", "n": "columns of b", "k": "K (columns of a)"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _grad_enabled = torch.is_grad_enabled
@@ -207,9 +209,13 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
                     backend)) is not None:
                 return out  # NOTE [eager training on the floor]
             return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
-        # (NOTE [the CPU device object])
-        return dispatch(CPU if a.is_cpu else a.device, a.dtype, (a, b, offs, bias, out_dtype),
-                        backend)
+        dev = CPU if a.is_cpu else a.device  # (NOTE [the CPU device object])
+        if backend is None and (floor := direct.get((dev, a.dtype))) and _in_context() is None:
+            try:
+                return floor(a, b, offs, bias, out_dtype)  # NOTE [straight to the floor]
+            except Exception:
+                pass  # the dispatcher runs it again: the op's error, or a fallback
+        return dispatch(dev, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
         return floor(a, b, offs, bias, out_dtype)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)

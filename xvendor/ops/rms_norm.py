@@ -29,6 +29,7 @@ from torch import Tensor
 
 from .. import numerics, registry, shapes
 from ..registry import dispatcher, floor_trainer
+from ..registry import requested_in_context as _in_context
 from ._common import (CPU, FAST_DTYPES, ArgumentError, Case, OpSpec, check_float,
                       check_same_device, check_tensor, define, eager_autograd, fast_path_open,
                       needs_grad, traced_torch, traced)
@@ -38,6 +39,7 @@ BWD = "rms_norm_backward"
 dispatch = dispatcher(OP)
 dispatch_backward = dispatcher(BWD)
 train_floor = floor_trainer(OP)
+direct = dispatch.direct  # NOTE [straight to the floor]
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _WEIGHT = (type(None), torch.Tensor, torch.nn.Parameter)
 
@@ -165,8 +167,13 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
             if out is not None:  # NOTE [eager training on the floor]
                 return out
             return _train(x, weight, eps, backend)  # NOTE [eager training path]
-        # (NOTE [the CPU device object])
-        return dispatch(CPU if x.is_cpu else x.device, x.dtype, (x, weight, eps), backend)
+        dev = CPU if x.is_cpu else x.device  # (NOTE [the CPU device object])
+        if backend is None and (floor := direct.get((dev, x.dtype))) and _in_context() is None:
+            try:
+                return floor(x, weight, eps)  # NOTE [straight to the floor]
+            except Exception:
+                pass  # the dispatcher runs it again: the op's error, or a fallback
+        return dispatch(dev, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):
         return floor(x, weight, eps)
     return rms_norm_op(x, weight, eps, backend)

@@ -13,12 +13,14 @@ from torch import Tensor
 
 from .. import numerics, shapes
 from ..registry import dispatcher, floor_trainer
+from ..registry import requested_in_context as _in_context
 from ._common import (CPU, ArgumentError, Case, OpSpec, check_float, check_int, check_tensor,
                       define, eager_autograd, fast_path_open, traced_torch)
 
 OP = "topk"
 dispatch = dispatcher(OP)
 train_floor = floor_trainer(OP)
+direct = dispatch.direct  # NOTE [straight to the floor]
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -96,9 +98,13 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
             if out is not None:  # NOTE [eager training on the floor]
                 return out
             return _train(x, k, dim, largest, sorted, backend)
-        # (NOTE [the CPU device object])
-        return dispatch(CPU if x.is_cpu else x.device, x.dtype, (x, k, dim, largest, sorted),
-                        backend)
+        dev = CPU if x.is_cpu else x.device  # (NOTE [the CPU device object])
+        if backend is None and (floor := direct.get((dev, x.dtype))) and _in_context() is None:
+            try:
+                return floor(x, k, dim, largest, sorted)  # NOTE [straight to the floor]
+            except Exception:
+                pass  # the dispatcher runs it again: the op's error, or a fallback
+        return dispatch(dev, x.dtype, (x, k, dim, largest, sorted), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
         return floor(x, k, dim, largest, sorted)
     return topk_op(x, k, dim, largest, sorted, backend)
