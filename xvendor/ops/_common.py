@@ -23,7 +23,6 @@ every call through torch's dispatcher (debugging, profiling).
 from __future__ import annotations
 
 import inspect
-import operator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -259,8 +258,9 @@ def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int
         return
     shapes.note_last_end(offs, ends[-1])
     # The common case, all rules met, in C-level builtins (a Python loop over 128 experts
-    # costs ~5 us per call); the loop below only finds the first broken rule to name it.
-    if ends[0] >= 0 and ends[-1] <= extent and all(map(operator.le, ends, ends[1:])) \
+    # costs ~5 us per call; ``all(map(le, ...))`` 4 us, the sort, which finds one run in
+    # sorted input, 1.3 us); the loop below only finds the first broken rule to name it.
+    if ends[0] >= 0 and ends[-1] <= extent and ends == sorted(ends) \
             and not (start_multiple and any(s % start_multiple for s in ends[:-1])):
         return
     if ends[0] < 0:

@@ -77,8 +77,9 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     align = 16 // t.element_size()
     st, sh = t.stride(), t.shape
     # row-major (the common case first) or column-major, leading stride a multiple of 16 B
-    if (st[-1] == 1 and st[-2] % align == 0 and st[-2] >= max(1, sh[-1])) \
-            or (st[-2] == 1 and st[-1] % align == 0 and st[-1] >= max(1, sh[-2])):
+    # (and at least 1 and the other dimension's size)
+    if (st[-1] == 1 and st[-2] % align == 0 and 0 < st[-2] >= sh[-1]) \
+            or (st[-2] == 1 and st[-1] % align == 0 and 0 < st[-1] >= sh[-2]):
         # (traced: Dynamo cannot read an intermediate's offset; the graph's are fresh)
         if not _kind_in(t, GROUPED_MM_ALIGNED_BASE) or _compiling() \
                 or t.storage_offset() % align == 0:
