@@ -572,9 +572,9 @@ def _straight(dec: Decision, check: Callable | None) -> Callable:
 
     NOTE [straight to the floor]: where the decision is torch's own kernel (the usual case
     on every device without a kernel of ours), the dispatcher's closure adds a call, the
-    request resolution, the decision lookup and the rule and check flags around torch's op:
-    about a microsecond per call on the project's 2-core CPU, paid on every MoE layer and
-    norm of a decode step (``python bench/op_overhead.py``). So each dispatcher keeps
+    request resolution, the decision lookup and the rule and check flags around torch's op,
+    paid on every MoE layer and norm of a decode step (``python bench/op_overhead.py``,
+    ``bench/dispatch_overhead.py``). So each dispatcher keeps
     ``dispatch.direct``, ``(device, dtype) -> fn(*args)``, and an op's public function, on
     a plain eager call with no backend requested (no ``backend`` argument and
     ``requested_in_context()`` is ``None``), calls ``fn`` with the arguments it would give
@@ -586,25 +586,18 @@ def _straight(dec: Decision, check: Callable | None) -> Callable:
     (``_forget_decisions``).
     """
     kernel, rule = dec.kernel, dec.accepts
-    if check is not None and not dec.checks_inputs:
-        if rule is None:
-            def checked(*args):
-                check(*args)
-                return kernel(*args)
-            return checked
-        inner = rule
-
-        def rule(*args):
-            check(*args)
-            return inner(*args)
-    if rule is None:
+    if dec.checks_inputs:  # torch's op rejects every bad input itself
+        check = None
+    if rule is None and check is None:
         return kernel
 
-    def ruled(*args):
-        if rule(*args) is not None:
+    def straight(*args):
+        if check is not None:
+            check(*args)
+        if rule is not None and rule(*args) is not None:
             raise _Refused
         return kernel(*args)
-    return ruled
+    return straight
 
 
 requested_in_context = _requested.get  # the ``use_backend`` block around a call, if any
