@@ -115,3 +115,29 @@ def test_accelerator_offs_check_is_a_device_assert():
     assert aten._assert_async.msg in mode.seen
     with pytest.raises(RuntimeError, match="offs must be non-negative, non-decreasing"):
         _common.check_group_ends_on_device("grouped_mm", offs.flip(0), 9, "rows of a")
+
+
+# Ops that are views (no kernel launch on a device).
+VIEWS = {aten.slice.Tensor, aten.select.int, aten.unsqueeze.default, aten.view.default}
+
+
+@pytest.mark.parametrize("offs, ok", [
+    ([3, 3, 9], True), ([0, 0, 0], True), ([9], True), ([3, 3, 8], True),
+    ([-1, 3, 9], False),  # negative
+    ([3, 2, 9], False),  # decreasing
+    ([3, 3, 10], False),  # past the extent
+    ([4, 3, 2], False), ([10], False), ([-2], False),
+])
+def test_accelerator_offs_check_is_four_launches_and_every_rule(offs, ok):
+    offs = torch.tensor(offs, dtype=torch.int32)
+    check = lambda: _common.check_group_ends_on_device("grouped_mm", offs, 9, "rows of a")
+    if not ok:
+        with pytest.raises(RuntimeError, match="offs must be non-negative, non-decreasing"):
+            check()
+        return
+    check()  # the constant [0, extent] is made on the first call of a size
+    with NoHostSync() as mode:
+        check()
+    launches = [f for f in mode.seen if f not in VIEWS]
+    assert launches == [aten.cat.default, aten.ge.Tensor, aten.all.default,
+                        aten._assert_async.msg], launches
