@@ -141,3 +141,24 @@ def test_accelerator_offs_check_is_four_launches_and_every_rule(offs, ok):
     launches = [f for f in mode.seen if f not in VIEWS]
     assert launches == [aten.cat.default, aten.ge.Tensor, aten.all.default,
                         aten._assert_async.msg], launches
+
+
+def test_accelerator_offs_of_an_moe_layer_are_asserted_once():
+    # NOTE [offs checked once]: meta tensors take the accelerator's branch (not is_cpu)
+    offs = torch.tensor([3, 3, 9], dtype=torch.int32, device="meta")
+
+    def launches(extent=9, start_multiple=0):
+        with NoHostSync() as mode:
+            _common.check_group_ends("grouped_mm", offs, extent, "rows of a", start_multiple)
+        return [f for f in mode.seen if f not in VIEWS and f is not aten.new_full.default
+                and f is not aten.zero_.default]
+
+    assert aten._assert_async.msg in launches()
+    assert launches() == []  # the same offs, unchanged, the same rules: gate, up, down
+    assert aten._assert_async.msg in launches(extent=12)  # other rules
+    assert aten._assert_async.msg in launches(extent=12, start_multiple=16)
+    offs.add_(0)  # written in place: its version moves
+    assert aten._assert_async.msg in launches(extent=12, start_multiple=16)
+    offs = offs.clone()  # another tensor with the same values
+    assert aten._assert_async.msg in launches(extent=12, start_multiple=16)
+    assert launches(extent=12, start_multiple=16) == []
