@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import functools
 import importlib
 import os
 import re
@@ -510,6 +511,7 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
 
     direct: dict = {}  # NOTE [straight to the floor]
     _direct_floors.append(direct)
+    entry: list = []  # this closure, for the table's calls that need it after all
 
     def miss(device, dtype, args, requested):
         if check is not None:
@@ -518,7 +520,8 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
         if state.tuned_lookup is None:  # shape-blind decisions: one per 3-tuple
             fast[(device, dtype, requested)] = dec
             if requested is None and dec.backend == FLOOR:
-                direct[(device, dtype)] = _straight(dec, check)
+                direct[(device, dtype)] = _straight(dec, check,
+                                                    functools.partial(entry[0], device, dtype))
         return dec
 
     def failed(dec, args, e):
@@ -542,6 +545,7 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
             except Exception as e:
                 return failed(dec, args, e)
         run.direct = direct
+        entry.append(run)
         return run
 
     def run_checked(device, dtype, args, backend=None):
@@ -558,45 +562,44 @@ def dispatcher(op: str, check: Callable | None = None) -> Callable:
         except Exception as e:
             return failed(dec, args, e)
     run_checked.direct = direct
+    entry.append(run_checked)
     return run_checked
 
 
-class _Refused(Exception):
-    """The floor's rules refuse a call that came straight to it: the dispatcher takes it."""
-
-
-def _straight(dec: Decision, check: Callable | None) -> Callable:
+def _straight(dec: Decision, check: Callable | None, again: Callable) -> Callable:
     """What a dispatcher's ``direct`` table holds for a decision that is the floor: torch's
-    kernel, behind the floor's per-call rule and the op's check where the dispatcher
-    would run them (both raise, and send the call to the dispatcher).
+    kernel, behind the op's check where the dispatcher would run it and the floor's
+    per-call rule; ``again(args)``, the dispatcher, takes any call they refuse or the
+    kernel raises on.
 
     NOTE [straight to the floor]: where the decision is torch's own kernel (the usual case
-    on every device without a kernel of ours), the dispatcher's closure adds a call, the
-    request resolution, the decision lookup and the rule and check flags around torch's op,
-    paid on every MoE layer and norm of a decode step (``python bench/op_overhead.py``,
-    ``bench/dispatch_overhead.py``). So each dispatcher keeps
-    ``dispatch.direct``, ``(device, dtype) -> fn(*args)``, and an op's public function, on
-    a plain eager call with no backend requested (no ``backend`` argument and
-    ``requested_in_context()`` is ``None``), calls ``fn`` with the arguments it would give
-    the dispatcher; on any exception it calls the dispatcher, which runs the call again and
-    reports the op's error, passes it on or falls back, exactly as without the table. An
-    entry is made by the dispatcher's own miss, only while nothing is requested in any way
-    (so no ``XVENDOR_BACKEND``: it is read once, at import and ``reset``) and no tuned-winner
-    lookup is installed; everything that changes a decision empties every table
-    (``_forget_decisions``).
+    on every device without a kernel of ours), the dispatcher's closure resolves the
+    request, looks the decision up and reads its rule and check flags around torch's op,
+    on every MoE layer and norm of a decode step (``python bench/op_overhead.py``,
+    ``bench/dispatch_overhead.py``). So each dispatcher keeps ``dispatch.direct``,
+    ``(device, dtype) -> fn(*args)``, and an op's public function, on a plain eager call
+    with no backend requested (no ``backend`` argument and ``requested_in_context()`` is
+    ``None``), calls ``fn`` with the arguments it would give the dispatcher. A call that
+    ``fn``'s check or rule refuses, or whose kernel raises, goes to the dispatcher, which
+    runs it again and reports the op's error, passes it on or falls back, exactly as
+    without the table. An entry is made by the dispatcher's own miss, only while nothing
+    is requested in any way (so no ``XVENDOR_BACKEND``: it is read once, at import and
+    ``reset``) and no tuned-winner lookup is installed; everything that changes a decision
+    empties every table (``_forget_decisions``).
     """
     kernel, rule = dec.kernel, dec.accepts
     if dec.checks_inputs:  # torch's op rejects every bad input itself
         check = None
-    if rule is None and check is None:
-        return kernel
 
     def straight(*args):
-        if check is not None:
-            check(*args)
-        if rule is not None and rule(*args) is not None:
-            raise _Refused
-        return kernel(*args)
+        try:
+            if check is not None:
+                check(*args)
+            if rule is None or rule(*args) is None:
+                return kernel(*args)
+        except Exception:
+            pass
+        return again(args)
     return straight
 
 

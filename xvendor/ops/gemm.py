@@ -102,10 +102,7 @@ def gemm(a: Tensor, b: Tensor, bias: Tensor | None = None, out_dtype: torch.dtyp
         dev, dt = CPU if a.is_cpu else a.device, a.dtype  # NOTE [the CPU device object]
         if bias is None and out_dtype is None:  # checked in there (NOTE [dispatch cost])
             if backend is None and (floor := direct.get((dev, dt))) and _in_context() is None:
-                try:
-                    return floor(a, b, None, None)  # NOTE [straight to the floor]
-                except Exception:
-                    pass  # the dispatcher runs it again: the op's error, or a fallback
+                return floor(a, b, None, None)  # NOTE [straight to the floor]
             return dispatch_plain(dev, dt, (a, b, None, None), backend)
         if bias is None or (type(bias) in _PLAIN and not bias.requires_grad):
             check(a, b, bias, out_dtype)

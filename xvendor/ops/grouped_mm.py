@@ -211,10 +211,7 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
             return _train(a, b, offs, bias, out_dtype, backend)  # NOTE [eager training path]
         dev = CPU if a.is_cpu else a.device  # (NOTE [the CPU device object])
         if backend is None and (floor := direct.get((dev, a.dtype))) and _in_context() is None:
-            try:
-                return floor(a, b, offs, bias, out_dtype)  # NOTE [straight to the floor]
-            except Exception:
-                pass  # the dispatcher runs it again: the op's error, or a fallback
+            return floor(a, b, offs, bias, out_dtype)  # NOTE [straight to the floor]
         return dispatch(dev, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
         return floor(a, b, offs, bias, out_dtype)

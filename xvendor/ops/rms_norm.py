@@ -169,10 +169,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None, 
             return _train(x, weight, eps, backend)  # NOTE [eager training path]
         dev = CPU if x.is_cpu else x.device  # (NOTE [the CPU device object])
         if backend is None and (floor := direct.get((dev, x.dtype))) and _in_context() is None:
-            try:
-                return floor(x, weight, eps)  # NOTE [straight to the floor]
-            except Exception:
-                pass  # the dispatcher runs it again: the op's error, or a fallback
+            return floor(x, weight, eps)  # NOTE [straight to the floor]
         return dispatch(dev, x.dtype, (x, weight, eps), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, weight, eps), backend)):
         return floor(x, weight, eps)

@@ -100,10 +100,7 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
             return _train(x, k, dim, largest, sorted, backend)
         dev = CPU if x.is_cpu else x.device  # (NOTE [the CPU device object])
         if backend is None and (floor := direct.get((dev, x.dtype))) and _in_context() is None:
-            try:
-                return floor(x, k, dim, largest, sorted)  # NOTE [straight to the floor]
-            except Exception:
-                pass  # the dispatcher runs it again: the op's error, or a fallback
+            return floor(x, k, dim, largest, sorted)  # NOTE [straight to the floor]
         return dispatch(dev, x.dtype, (x, k, dim, largest, sorted), backend)
     if (floor := traced_torch(OP, x.device, x.dtype, (x, k, dim, largest, sorted), backend)):
         return floor(x, k, dim, largest, sorted)
