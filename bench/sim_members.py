@@ -702,8 +702,8 @@ class Member:
         self.shard.event("seen", self.idx, self.member, e, time.time())
         n = len(members)  # the keys are built only by a member that decides (a real member
         # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
-        await self.s.set(cp.key_ready(e, self.member),
-                         f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
+        await self.s.set(cp.key_ready(self.member), cp.ready_value(  # NOTE [one ready key
+            e, f"1:{self.step}" + (":synced" if self.epoch >= 0 else "")))  # a member]
         mine = await self.s.add(cp.key_ready_count(e), 1)
         t0 = time.monotonic()
         plan_key, decider, keys = cp.key_plan(e), mine >= n, None
@@ -713,10 +713,9 @@ class Member:
             if self.killed:
                 raise Killed()
             decider = decider or await late.claims()  # NOTE [late deciders]
-            if decider and await self.s.check(
-                    keys := keys or [cp.key_ready(e, m) for m in members]):
-                flags = await self.s.multi_get(keys)
-                src, need = plan_transfer([f.decode() for f in flags])
+            if decider and await self.s.check(keys := keys or [cp.key_ready(m) for m in members]) \
+                    and (flags := cp.ready_flags(await self.s.multi_get(keys), e)) is not None:
+                src, need = plan_transfer(flags)
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
                 if e > 0:
                     await forget_decision(self.s, cp.key_ready_count(e - 1), f"ready/{e - 1}")

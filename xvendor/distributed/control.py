@@ -17,10 +17,10 @@ Every key lives under ``xv/``. The protocol, in store terms:
 - ``xv/hb/<id>``      a heartbeat counter; the agent judges staleness by its own clock.
 - ``xv/join/<k>``     join slot ``k`` holds a newcomer id (claimed with compare_set).
 - ``xv/gb/<e>/<s>``   the grow decision of epoch ``e`` at step ``s`` (first proposal wins).
-- ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state);
-                      ``xv/readyn/<e>`` counts them (a hint), ``xv/plan/<e>`` the state
-                      transfer plan the last to arrive read off them (NOTE [scale] in
-                      membership).
+- ``xv/ready/<id>``    the latest formation the member arrived at: ``<e>/<flag>`` ("1": it
+                      holds state); ``xv/readyn/<e>`` counts epoch ``e``'s (a hint),
+                      ``xv/plan/<e>`` the state transfer plan the last to arrive read off
+                      them (NOTE [scale], NOTE [one ready key a member] in membership).
 - ``xv/vote/<e>/<s>/<id>`` a member's collectives of guarded step ``s`` succeeded ("1") or not;
                       ``xv/verdict/<e>/<s>`` "commit" or "redo", first proposal wins;
                       ``xv/voten/<e>/<s>`` counts the votes (a hint). A member deletes its
@@ -87,7 +87,20 @@ def key_pid(i: int) -> str: return f"{ROOT}pid/{i}"
 def key_left(i: int) -> str: return f"{ROOT}left/{i}"
 def key_join(k: int) -> str: return f"{ROOT}join/{k}"
 def key_grow(e: int, step: int) -> str: return f"{ROOT}gb/{e}/{step}"
-def key_ready(e: int, i: int) -> str: return f"{ROOT}ready/{e}/{i}"
+def key_ready(i: int) -> str: return f"{ROOT}ready/{i}"
+def ready_value(e: int, flag: str) -> str: return f"{e}/{flag}"  # NOTE [one ready key a member]
+
+
+def ready_flags(values: list, e: int) -> list[str] | None:
+    """The members' ready flags for epoch ``e`` from their ``ready/<id>`` values, or None
+    while one of them holds another epoch's (it has not arrived at ``e`` yet)."""
+    pre, out = f"{e}/", []
+    for v in values:
+        v = v.decode() if isinstance(v, bytes) else v
+        if not v.startswith(pre):
+            return None
+        out.append(v[len(pre):])
+    return out
 def key_ready_count(e: int) -> str: return f"{ROOT}readyn/{e}"
 def key_plan(e: int) -> str: return f"{ROOT}plan/{e}"
 def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
