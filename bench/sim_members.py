@@ -43,11 +43,12 @@ What a simulated member reproduces of a real one (``ResilientGroup`` joined thro
     latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
     proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
     and per step: compute (a sleep), the collective (a server-side wait on the abort flag
-    for ``--collective-s``: what the real member's slices read off its heartbeat thread's
-    wait, NOTE [the abort watch] in control; the real member's other reads of an armed
-    flag cost nothing either, here each is a request), the busy report, the vote
-    and verdict (``stepguard.verdict``), the step boundary (``commit_step``: progress key,
-    join slots, grow decision), and recovery (``recover``: abort, converge);
+    for ``--collective-s``, answered with the flag's value: what the real member's slices
+    read off its heartbeat thread's wait, NOTE [the abort watch] in control, reason and
+    next epoch included, NOTE [the next epoch in the abort flag]; the real member's other
+    reads of an armed flag cost nothing either, here each is a request), the busy report,
+    the vote and verdict (``stepguard.verdict``), the step boundary (``commit_step``:
+    progress key, join slots, grow decision), and recovery (``recover``: abort, converge);
   - on a kill its sockets are closed at once, nothing more sent (as the kernel closes a
     killed process's); an excluded member (a straggler) closes them after a goodbye.
   Each request is its frame written to the socket and the member's coroutine suspended
@@ -480,6 +481,7 @@ class Member:
         self.step = 0
         self.epoch = -1
         self.abort_seen = -1  # the latest epoch whose abort flag this member saw
+        self.abort_raw: dict[int, bytes] = {}  # the values of the abort flags it read
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
         self.left_seen, self.left = 0, set()
@@ -650,11 +652,18 @@ class Member:
         t = self.timing
         settle: dict[int, float] = {}
         t0 = time.monotonic()
+        from_flag = True
         while True:
             if self.killed:
                 raise Killed()
             if time.monotonic() - t0 > t["join_timeout_s"]:
                 raise RuntimeError("membership did not converge")
+            nxt = None  # NOTE [the next epoch in the abort flag] in control
+            if known is None and after >= 0 and from_flag and after in self.abort_raw:
+                nxt = self.shard.next_from_abort(self.abort_raw[after])
+            from_flag = False
+            if nxt is not None and nxt[0] == after + 1:
+                known = (after + 1, nxt[1], True)
             if known is None and after >= 0:  # membership._next_epoch
                 got = await self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(after + 2),
                                                cp.key_abort(after + 1),
@@ -748,9 +757,11 @@ class Member:
         """The collective: ``seconds`` of waiting for the abort flag on the server (a real
         member's heartbeat thread holds that wait for up to 10 s and its slices read the
         flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
-        e = self.epoch
-        if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+        e = self.epoch  # the watch's answer carries the flag's value (NOTE [the next epoch
+        got = await self.s.wait_value([cp.key_abort(e), cp.key_epoch(e + 1)], seconds)  # in
+        if got is not None and got[0] == 0:  # the abort flag] in control)
             self.abort_seen = e  # what a real member's watch saw (NOTE [the abort watch])
+            self.abort_raw = {e: got[1]}
             raise Aborted()
 
     async def one_step(self) -> None:
@@ -828,7 +839,7 @@ class Member:
             if got is not None:
                 if got[0] == 0:
                     return got[1] == b"commit"
-                self.abort_seen = e
+                self.abort_seen, self.abort_raw = e, {e: got[1]}
                 return (await self.s.cas(key, "", "redo")) == b"commit"
 
 
@@ -891,6 +902,15 @@ class Shard:
                 self._parsed.clear()
             got = self._parsed[raw] = cp.decode_record(raw)  # NOTE [compact epoch record]
         return got
+
+    def next_from_abort(self, raw: bytes):
+        """``control.split_abort``'s next epoch and record, once per shard (as ``parse``)."""
+        key = ("abort", raw)
+        if key not in self._parsed:
+            if len(self._parsed) > 8:
+                self._parsed.clear()
+            self._parsed[key] = cp.split_abort(raw)[1]
+        return self._parsed[key]
 
     def member_set(self, members: list) -> tuple:
         """(members, set(members)), shared by the shard's members (as ``parse``)."""

@@ -374,3 +374,35 @@ def test_join_learns_from_its_wait_that_epoch_0_is_neither_aborted_nor_supersede
         assert known[1]["members"] == [3, 4] and (len(known) == 2 or known[2] is False)
     finally:
         server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_the_next_epoch_named_by_the_abort_flag_costs_no_request():
+    """NOTE [the next epoch in the abort flag] (control): a member that read the flag (its
+    watch's answer) takes the epoch it names on its first look; the look after that (the
+    epoch turned out aborted too) asks the store as before."""
+    from xvendor.distributed.membership import _next_epoch
+
+    class Counting(A.KV):
+        n = 0
+
+        def apply(self, op, f):
+            Counting.n += 1
+            return super().apply(op, f)
+
+        def first_present(self, keys):  # a wait's own look (WAITV)
+            Counting.n += 1
+            return super().first_present(keys)
+    server = A.StoreServer("t0k3n-next", "127.0.0.1", 0, Counting())
+    try:
+        ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, "t0k3n-next", prefix="p"))
+        rec = {"members": [1, 2], "joins": 0, "epoch": 1}
+        ctl.note_abort(0, cp.abort_value("member(s) [0] dead", (1, rec)))
+        rg = SimpleNamespace(ctl=ctl, member=1)
+        before = Counting.n
+        assert _next_epoch(rg, 0) == (1, rec, True) and Counting.n == before
+        assert _next_epoch(rg, 3) is None and Counting.n == before + 1  # not named: asked
+        assert _next_epoch(rg, 0, from_flag=False) is None and Counting.n == before + 2
+    finally:
+        server.close()

@@ -38,12 +38,13 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
     an epoch and its record the caller just read (``env.join``: epoch 0), so that its first
     look reads neither again (NOTE [one read])."""
     settle: dict[int, float] = {}
+    from_flag = True  # the abort flag's next epoch: tried once (it may be aborted too)
     while True:
         if time.monotonic() - t0 > rg.timing.join_timeout_s:
             raise RuntimeError(f"member {rg.member}: membership did not converge within "
                                f"{rg.timing.join_timeout_s} s")
         if known is None and after >= 0:  # NOTE [one read]: the next epoch in one request
-            known = _next_epoch(rg, after)
+            known, from_flag = _next_epoch(rg, after, from_flag), False
         if known is not None:
             (e, rec, checked), known = (tuple(known) + (False,))[:3], None
             if e > after and rg.member in rec["members"] and (checked or rg.ctl.wait_value(
@@ -83,14 +84,21 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
                                     "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
 
-def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
+def _next_epoch(rg, after: int, from_flag: bool = True) -> tuple[int, dict, bool] | None:
     """Epoch ``after + 1`` and its record when it is the latest one, not aborted, and this
     member is not dead: one request (``Control.wait_value`` with timeout 0 on the death
     notice, epoch ``after + 2``, the abort flag of ``after + 1`` and epoch ``after + 1``:
     the first present answers), where the general look costs five or more (death notice,
     latest hint, probes, record, abort flag).
     The observer proposes the survivors' epoch (NOTE [the observer proposes the
-    shrink] in verdicts), so after a failure this is what survivors usually find."""
+    shrink] in verdicts), so after a failure this is what survivors usually find; and it
+    names that epoch in the abort flag it sets, so a member that read the flag (its
+    heartbeat's watch did) has it without a request (NOTE [the next epoch in the abort
+    flag] in control: the checks of the request are then the formation's own: an aborted
+    epoch ends ``meet``, a member not in the record is excluded by ``converge``)."""
+    nxt = rg.ctl.next_from_abort(after) if from_flag else None
+    if nxt is not None and nxt[0] == after + 1:
+        return after + 1, nxt[1], True
     got = rg.ctl.wait_value([cp.key_dead(rg.member), cp.key_epoch(after + 2),
                              cp.key_abort(after + 1), cp.key_epoch(after + 1)], 0, 0)
     if not got or got[0] != 3:
