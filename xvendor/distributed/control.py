@@ -159,14 +159,20 @@ def decode_record(raw: str | bytes) -> dict:
 
 
 # NOTE [the next epoch in the abort flag]: after a death the observer proposes the
-# survivors' epoch (NOTE [the observer proposes the shrink] in verdicts) and then sets the
-# old epoch's abort flag to its reason followed by ``_NEXT``, the new epoch's number and
-# its record (compact: NOTE [compact epoch record]). A member learns of the abort from its
-# heartbeat's watch, whose answer carries the flag's value (NOTE [the abort watch]), or
-# reads the value for its reason anyway; ``membership._next_epoch`` then finds the epoch it
-# is to form there, without a request. Before, every survivor asked for it (one request
-# each: 10,000 on the store's one thread after a kill at 10,000 simulated members). A flag
-# set first by a member (its reason only) leaves the request as it was.
+# survivors' epoch (NOTE [the observer proposes the shrink] in verdicts) and sets the old
+# epoch's abort flag in the same step (``abort_and_propose``), the flag's value its reason
+# followed by ``_NEXT``, the new epoch's number and its record (compact: NOTE [compact
+# epoch record]). A member learns of the abort from its heartbeat's watch, whose answer
+# carries the flag's value (NOTE [the abort watch]), or reads the value for its reason
+# anyway; ``membership._next_epoch`` then finds the epoch it is to form there, without a
+# request. Before, every survivor asked for it (one request each: 10,000 on the store's one
+# thread after a kill at 10,000 simulated members), and read the reason (one more). One
+# step, because written apart either order is wrong: the record first, and the store's
+# thread answers the watches (which wait on the flag and on the next record) with the
+# record before the flag exists; the flag first, and it may name a record that then loses
+# the proposal to a member's (a grow's). Where the store cannot (etcd, the agent's
+# TCPStore), or a member's flag or proposal came first, the flag carries its reason only
+# and the members ask, as before.
 _NEXT = "\nnext epoch "
 
 
