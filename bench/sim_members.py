@@ -3,8 +3,9 @@
     python bench/sim_members.py --members 1000,10000 [--json out.json]
 
 For each size, in one run: a real ``xvendor coordinator`` process (its CLI, a token file,
-the embedded store, loopback), and N simulated members spread over a few shard processes
-(each an asyncio loop holding a few thousand members). Measured, in order:
+the embedded store, loopback), and N simulated members spread over shard processes of
+1,000 members each (each one ``selectors`` loop over the members' raw non-blocking sockets,
+every member a coroutine it drives: NOTE [one selectors loop per shard]). Measured, in order:
 
   formed    the shards' first connect -> every member formed epoch 0 (all N admitted,
             the coordinator proposed epoch 0 with all of them, every member saw every
@@ -20,36 +21,46 @@ the embedded store, loopback), and N simulated members spread over a few shard p
   counts    control-plane store requests (heartbeats not counted) per survivor from the
             kill to its epoch formed (+0.2 s), and per member per step while stepping: what
             the protocol costs, whatever the machine's load (the times are not);
-  lag       each shard's event-loop lag (``Shard.lag``): a simulated member's beat waits
-            for its shard's loop, a real member's does not.
+  lag       each shard's loop lag (``Shard.lag``): a simulated member's beat waits
+            for its shard's loop, a real member's does not;
+  sim CPU   the shards' CPU per member over epoch 0's formation (``form_sim_ms_per_member``)
+            and while stepping (``sim_cores``): the simulator's own cost, which shares the
+            machine's cores with the coordinator.
 
 What a simulated member reproduces of a real one (``ResilientGroup`` joined through
 ``env.join`` with the coordinator), message for message on the real sockets:
-  - admission on the front port: the coordinator's greeting, the real ``wire.hello`` (token
-    HMAC over the nonce, versions, lane, replica id), the reply; the connection stays open
+  - admission on the front port (a TCP connect of its own): the coordinator's greeting,
+    the real ``wire.hello`` (token HMAC over the nonce, versions, lane, replica id), the
+    reply; the connection stays open
     for the member's life and carries its busy report per step and a goodbye at the end;
   - the store link (``authstore``'s frames; by default the front link itself after the
     reply, NOTE [one link per member]; with ``--two-links`` a connection of its own with
     the nonce and proof), on which:
     its pid key and heartbeat counter (``control.Heartbeat``: a ``BEAT`` frame, no reply,
-    every ``hb_interval_s`` of the timing the coordinator handed out), the wait for epoch 0
+    every ``hb_interval_s`` of the timing the coordinator handed out, from a timer on the
+    shard's loop, whatever the member waits for), the wait for epoch 0
     (``env.join``), epoch agreement and formation (``membership.converge`` and ``form``: the
     latest-epoch probe, the abort flag, the death list, the departed check, the survivors'
     proposal, the ready flags and the poll for every member's, ``plan_transfer`` on them),
     and per step: compute (a sleep), the collective (a server-side wait on the abort flag
-    for ``--collective-s``: what the real member's slices read off its heartbeat thread's
-    wait, NOTE [the abort watch] in control; the real member's other reads of an armed
-    flag cost nothing either, here each is a request), the busy report, the vote
-    and verdict (``stepguard.verdict``), the step boundary (``commit_step``: progress key,
-    join slots, grow decision), and recovery (``recover``: abort, converge);
-  - on a kill both connections are torn down at once; an excluded member (a straggler)
-    closes them after a goodbye.
+    for ``--collective-s``, answered with the flag's value: what the real member's slices
+    read off its heartbeat thread's wait, NOTE [the abort watch] in control, reason and
+    next epoch included, NOTE [the next epoch in the abort flag]; the real member's other
+    reads of an armed flag cost nothing either, here each is a request), the busy report,
+    the vote and verdict (``stepguard.verdict``), the step boundary (``commit_step``:
+    progress key, join slots, grow decision), and recovery (``recover``: abort, converge);
+  - on a kill its sockets are closed at once, nothing more sent (as the kernel closes a
+    killed process's); an excluded member (a straggler) closes them after a goodbye.
+  Each request is its frame written to the socket and the member's coroutine suspended
+  until the reply frame is read off it: one request in flight per member, as a real
+  member's main thread has; the bytes are those ``authstore``'s client sends.
 What it leaves out: the data plane (no gloo group is built, no collective moves bytes, no
 state is sent: the "collective" is a wait of ``--collective-s``), torch and the model, the
 flight recorder, newcomers, and the several store connections a real member opens (its
 main thread, its heartbeat thread and its data plane each have one; a simulated member
 sends all of that on one connection, in order; a beat needs no reply, so it is written
-even while a control request of the member waits for its own). Many members share a process, so one slow event loop delays many.
+even while a control request of the member waits for its own). Many members share a
+process, so one slow loop delays many.
 
 ``--store etcd``: the coordinator keeps its state in a local etcd (one replica, leading;
 ``etcdstore.LocalEtcd``, Debian's etcd-server binary) instead of its memory.
@@ -68,18 +79,23 @@ is closed; one it sent in time is read however late: NOTE [late hellos] in auths
 from __future__ import annotations
 
 import argparse
-import asyncio
+import collections
+import errno
+import heapq
+import itertools
 import json
 import multiprocessing as mp
 import os
 import resource
 import secrets
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -125,48 +141,292 @@ class Excluded(Exception):
     pass
 
 
+# -- the shard's event loop: one ``selectors`` loop, raw non-blocking sockets ---------------
+# NOTE [one selectors loop per shard]: a shard ran its members on asyncio streams (a
+# StreamReader/StreamWriter pair, a Task, a Lock and several Futures per member, and each
+# request a ``readexactly`` twice through the transport's callbacks): the simulator cost
+# ~3x the coordinator's CPU per member at 10,000 (2.75 vs 0.89 ms over epoch 0's formation)
+# on a machine whose two cores it shares with the coordinator. Each member is still a
+# coroutine (the protocol code reads as a real member's), driven by this loop instead: a
+# member's socket is a ``Conn`` (a receive buffer that delivers one reply frame, one JSON
+# line or n bytes to the coroutine waiting for it), a request is one ``send`` of its frame
+# and one ``await`` of the reply, a sleep is a timer heap entry, and a heartbeat is a timer
+# that writes its BEAT frame (no coroutine). The bytes on the sockets are the same.
 class Killed(Exception):
     pass
 
 
+@types.coroutine
+def _trap(*cmd):
+    """Suspend the running member's coroutine until the loop resumes it (``cmd``: what for)."""
+    return (yield cmd)
+
+
+def sleep(seconds: float):
+    return _trap("sleep", seconds)
+
+
+class Task:
+    """One coroutine driven by ``Loop`` (a member's life)."""
+    __slots__ = ("coro", "done", "parked")
+
+    def __init__(self, coro):
+        self.coro, self.done, self.parked = coro, False, None  # parked: the Conn it waits on
+
+
+class Loop:
+    """Run ready coroutines, then timers, then wait in ``select`` for the sockets."""
+
+    def __init__(self):
+        self.sel = selectors.DefaultSelector()
+        self.timers: list = []  # heap of (when, seq, fn, arg)
+        self.ready: collections.deque = collections.deque()  # (task, value, exc)
+        self.seq = itertools.count()
+        self.current: Task | None = None
+        self.stopped = False
+
+    def spawn(self, coro) -> Task:
+        t = Task(coro)
+        self.ready.append((t, None, None))
+        return t
+
+    def call_later(self, delay: float, fn, arg=None) -> None:
+        heapq.heappush(self.timers, (time.monotonic() + delay, next(self.seq), fn, arg))
+
+    def resume(self, task: Task, value=None, exc=None) -> None:
+        self.ready.append((task, value, exc))
+
+    def kill(self, task: Task) -> None:
+        """End a suspended task (its socket is gone): ``Killed`` is raised inside it."""
+        if task is not None and not task.done and task is not self.current:
+            task.parked = None
+            self.ready.append((task, None, Killed()))
+
+    def _step(self, task: Task, value, exc) -> None:
+        if task.done:
+            return
+        self.current = task
+        try:
+            cmd = task.coro.throw(exc) if exc is not None else task.coro.send(value)
+        except BaseException:  # StopIteration, or what the member did not catch (it does)
+            task.done = True
+            return
+        finally:
+            self.current = None
+        kind = cmd[0]
+        if kind == "sleep":
+            self.call_later(cmd[1], self._wake, task)
+        elif kind == "read":  # ("read", conn, how): a reply frame, a line, n bytes
+            conn = cmd[1]
+            conn.waiter, conn.how, task.parked = task, cmd[2], conn
+            conn.deliver()
+        elif kind == "slot":
+            cmd[1].acquire(task)
+        elif kind == "connect":
+            conn = cmd[1]
+            conn.waiter, conn.how, task.parked = task, "connect", conn
+            self.sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
+        else:
+            raise RuntimeError(f"unknown trap {cmd!r}")
+
+    def _wake(self, task: Task) -> None:
+        self.ready.append((task, None, None))
+
+    def run(self, until) -> None:
+        sel, timers, ready = self.sel, self.timers, self.ready
+        while not until():
+            while ready:
+                self._step(*ready.popleft())
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                _, _, fn, arg = heapq.heappop(timers)
+                fn(arg)
+            if ready:
+                wait = 0.0
+            else:
+                wait = min(0.05, max(0.0, timers[0][0] - time.monotonic())) if timers else 0.05
+            for key, mask in sel.select(wait):
+                key.data.on_event(mask)
+
+
+class Slots:
+    """At most ``n`` admissions in flight (``--connect-concurrency``)."""
+
+    def __init__(self, loop: Loop, n: int):
+        self.loop, self.free, self.queue = loop, n, collections.deque()
+
+    def acquire(self, task: Task) -> None:
+        if self.free > 0:
+            self.free -= 1
+            self.loop.resume(task)
+        else:
+            self.queue.append(task)
+
+    def take(self):
+        return _trap("slot", self)
+
+    def release(self) -> None:
+        while self.queue:
+            t = self.queue.popleft()
+            if not t.done:
+                self.loop.resume(t)
+                return
+        self.free += 1
+
+
+class Conn:
+    """A member's non-blocking TCP socket on the shard's ``Loop``: writes go out at once
+    (the rest, if the socket is full, when it is writable again); what arrives is buffered
+    and handed to the one coroutine waiting for it (a member has one request in flight;
+    its beats have no reply)."""
+    __slots__ = ("loop", "sock", "buf", "out", "waiter", "how", "eof", "closed")
+
+    def __init__(self, loop: Loop):
+        self.loop = loop
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.buf, self.out = bytearray(), b""
+        self.waiter = self.how = None
+        self.eof = self.closed = False
+
+    def connect(self, host: str, port: int):
+        err = self.sock.connect_ex((host, port))
+        if err not in (0, errno.EINPROGRESS, errno.EAGAIN):
+            raise ConnectionError(f"connect: {os.strerror(err)}")
+        self.loop.sel.register(self.sock, selectors.EVENT_WRITE, self)
+        return _trap("connect", self)
+
+    def on_event(self, mask: int) -> None:
+        if self.closed:
+            return
+        if self.how == "connect":
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.loop.sel.modify(self.sock, selectors.EVENT_READ, self)
+            t, self.waiter, self.how = self.waiter, None, None
+            t.parked = None
+            self.loop.resume(t, None, ConnectionError(os.strerror(err)) if err else None)
+            return
+        if mask & selectors.EVENT_WRITE:
+            self._flush()
+        if mask & selectors.EVENT_READ:
+            try:
+                data = self.sock.recv(1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self.eof = True
+                self.loop.sel.unregister(self.sock)
+                self.closed = True  # the peer is gone: nothing more arrives
+            else:
+                self.buf += data
+            self.deliver()
+
+    def deliver(self) -> None:
+        """Hand the waiting coroutine what it waits for, if it has arrived."""
+        t, how, buf = self.waiter, self.how, self.buf
+        if t is None:
+            return
+        got = None
+        if how == "frame":
+            if len(buf) >= 4:
+                n = int.from_bytes(buf[:4], "big")
+                if len(buf) >= 4 + n:
+                    got = bytes(buf[4:4 + n])
+                    del buf[:4 + n]
+        elif how == "line":
+            i = buf.find(b"\n")
+            if i >= 0:
+                got = bytes(buf[:i + 1])
+                del buf[:i + 1]
+        elif len(buf) >= how:  # n bytes
+            got = bytes(buf[:how])
+            del buf[:how]
+        if got is not None:
+            self.waiter = self.how = t.parked = None
+            self.loop.resume(t, got)
+        elif self.eof:
+            self.waiter = self.how = t.parked = None
+            self.loop.resume(t, None, ConnectionError("the coordinator closed the link"))
+
+    def read(self, how):
+        """Await one reply frame's body (``"frame"``), one line (``"line"``) or n bytes."""
+        return _trap("read", self, how)
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            raise ConnectionError("closed")
+        if self.out:
+            self.out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):
+            self.out = data[sent:]
+            self.loop.sel.modify(self.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, self)
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            sent = len(self.out)
+        self.out = self.out[sent:]
+        if not self.out:
+            self.loop.sel.modify(self.sock, selectors.EVENT_READ, self)
+
+    def close(self) -> None:
+        """Close now (what is unsent is dropped, as kill -9 drops it)."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self.loop.sel.unregister(self.sock)
+            except (KeyError, ValueError):
+                pass
+        self.sock.close()
+
+
 # -- one member's store link ------------------------------------------------------------
 class Store:
-    """An ``authstore`` client on asyncio (the same handshake and frames as ``_Client``)."""
+    """An ``authstore`` client on the shard's loop (the same handshake and frames as
+    ``_Client``): one request in flight (the member's), beats written between."""
 
     def __init__(self, pre: bytes, stats: dict):
-        self.pre, self.stats, self.lock = pre, stats, asyncio.Lock()
+        self.pre, self.stats = pre, stats
         self.sent = 0  # this member's requests (beats not counted)
-        self.r = self.w = None
+        self.c: Conn | None = None
 
-    async def open(self, host: str, port: int, token: str) -> None:
-        self.r, self.w = await asyncio.open_connection(host, port)
-        self.w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        greet = await self.r.readexactly(len(A.MAGIC) + 16)
+    async def open(self, loop: Loop, host: str, port: int, token: str) -> None:
+        self.c = Conn(loop)
+        await self.c.connect(host, port)
+        greet = await self.c.read(len(A.MAGIC) + 16)
         if greet[:4] != A.MAGIC:
             raise ConnectionError("not an xvendor store")
-        self.w.write(A.proof(token, greet[4:]))
+        self.c.write(A.proof(token, greet[4:]))
 
     async def call(self, op: int, fields: list[bytes], hb: bool = False):
-        async with self.lock:
-            frame = A._pack(op, fields)
-            self.w.write(frame)
-            head = await self.r.readexactly(4)
-            (n,) = A._LEN.unpack(head)
-            body = await self.r.readexactly(n)
+        frame = A._pack(op, fields)
+        self.c.write(frame)
+        body = await self.c.read("frame")
         s = self.stats
         s["requests"] += 1
         s["ops"][op] = s["ops"].get(op, 0) + 1  # by operation (the kill phase's breakdown)
         self.sent += 1
         if hb:
             s["hb"] += 1
-            s["hb_bytes"] += len(frame) + 4 + n
+            s["hb_bytes"] += len(frame) + 4 + len(body)
         return A._unpack(body)
 
     def beat(self, key: str) -> None:
         """A heartbeat: no reply (NOTE [heartbeats off the request queue] in authstore), so
-        it is written at once, between another coroutine's request and its reply."""
+        it is written at once, between a request of the member and its reply."""
         frame = A._pack(A.BEAT, [self.k(key)])
-        self.w.write(frame)
+        self.c.write(frame)
         self.stats["requests"] += 1
         self.stats["hb"] += 1
         self.stats["hb_bytes"] += len(frame)
@@ -204,9 +464,9 @@ class Store:
         st, f = await self.call(A.WAITV, [ms] + [self.k(x) for x in keys])
         return (int(f[0]), f[1]) if st == A.OK else None
 
-    def close(self, hard: bool) -> None:
-        if self.w is not None:
-            (self.w.transport.abort if hard else self.w.close)()
+    def close(self) -> None:
+        if self.c is not None:
+            self.c.close()
 
 
 # -- one member ----------------------------------------------------------------------------
@@ -214,12 +474,14 @@ class Member:
     def __init__(self, shard: "Shard", idx: int):
         self.shard, self.idx = shard, idx
         self.member = None
-        self.link_w = None
+        self.link = None  # the front link (a ``Conn``)
+        self.task: Task | None = None
         self.busy = shard.spec["step_s"]
         self.killed = False
         self.step = 0
         self.epoch = -1
         self.abort_seen = -1  # the latest epoch whose abort flag this member saw
+        self.abort_raw: dict[int, bytes] = {}  # the values of the abort flags it read
         self.members: list[int] = []
         self.dead_seen, self.dead = 0, {}
         self.left_seen, self.left = 0, set()
@@ -289,17 +551,21 @@ class Member:
     async def run(self) -> None:
         sp = self.shard.spec
         try:
-            async with self.shard.connect_slots:
+            slots = self.shard.connect_slots
+            await slots.take()
+            try:
                 await self.admit(sp)
                 self.s = Store(f"{self.prefix}/".encode(), self.shard.stats)
                 if self.one_link:  # NOTE [one link per member] in authstore
-                    self.s.r, self.s.w = self.link_r, self.link_w
+                    self.s.c = self.link
                 else:
-                    await self.s.open(sp["host"], self.store_port, sp["token"])
+                    await self.s.open(self.shard.loop, sp["host"], self.store_port, sp["token"])
                 await self.s.set(cp.key_pid(self.member), str(os.getpid()))
                 await self.s.add(cp.key_hb(self.member), 1, hb=True)
+            finally:
+                slots.release()
             self.shard.event("admitted", self.idx, self.member, time.time())
-            self.hb_task = asyncio.ensure_future(self.heartbeat())
+            self.shard.loop.call_later(self.timing["hb_interval_s"], self.heartbeat)
             t0 = time.monotonic()
             rec, checked = None, False
             keys = [cp.key_dead(self.member), cp.key_epoch(1), cp.key_abort(0), cp.key_epoch(0)]
@@ -318,7 +584,7 @@ class Member:
         except Excluded as e:
             self.shard.event("excluded", self.idx, self.member, str(e))
             self.close(hard=False)
-        except (Killed, asyncio.CancelledError):
+        except Killed:
             pass
         except Exception as e:  # noqa: BLE001 -- reported to the parent, which fails the run
             if not self.killed and not self.shard.stopping:
@@ -326,17 +592,17 @@ class Member:
             self.close(hard=True)
 
     async def admit(self, sp: dict) -> None:
-        r, w = await asyncio.open_connection(sp["host"], sp["port"])
-        greet = json.loads(await r.readline())
+        self.link = c = Conn(self.shard.loop)
+        await c.connect(sp["host"], sp["port"])
+        greet = json.loads(await c.read("line"))
         hello = wire.hello(sp["token"], greet["nonce"], lane=0, replica=f"sim-{self.idx}",
                            restart=0, fingerprint=None, versions=sp["versions"])
         if sp["one_link"]:
             hello["store_link"] = True
-        w.write((json.dumps(hello) + "\n").encode())
-        reply = json.loads(await r.readline())
+        c.write((json.dumps(hello) + "\n").encode())
+        reply = json.loads(await c.read("line"))
         if not reply.get("ok"):
             raise RuntimeError(f"refused: {reply.get('error')}")
-        self.link_r, self.link_w = r, w
         self.member, self.store_port = int(reply["member"]), int(reply["store_port"])
         self.prefix, self.timing = reply["prefix"], reply["timing"]
         self.incarnation = reply.get("incarnation")
@@ -348,44 +614,56 @@ class Member:
         """A step report (busy time) or a goodbye on the front link: JSON lines, or store
         frames once the link carries the store (NOTE [one link per member])."""
         if self.one_link:
-            self.s.w.write(A._pack(A.BYE, []) if msg.get("bye") else
+            self.s.c.write(A._pack(A.BYE, []) if msg.get("bye") else
                            A._pack(A.REPORT, [json.dumps(msg).encode()]))
         else:
-            self.link_w.write((json.dumps(msg) + "\n").encode())
+            self.link.write((json.dumps(msg) + "\n").encode())
 
-    async def heartbeat(self) -> None:
-        iv = self.timing["hb_interval_s"]
-        while not self.killed:
-            await asyncio.sleep(iv)
-            if self.shard.frozen == self.member:
-                continue
+    def heartbeat(self, _=None) -> None:
+        """Every ``hb_interval_s``: a timer on the shard's loop (a real member's heartbeat
+        thread), writing its BEAT frame whatever the member's coroutine waits for."""
+        if self.killed:
+            return
+        if self.shard.frozen != self.member:
             try:
                 self.s.beat(cp.key_hb(self.member))
             except Exception:
                 return
+        self.shard.loop.call_later(self.timing["hb_interval_s"], self.heartbeat)
 
     def close(self, hard: bool) -> None:
+        """``hard``: kill -9 (both sockets closed at once, nothing more sent); else a
+        goodbye first. The member's coroutine, if suspended, ends (``Killed``)."""
+        if self.killed:
+            return
         self.killed = True
-        if not hard and self.link_w is not None:
+        if not hard and self.link is not None and not self.link.closed:
             try:
                 self.report({"bye": True})
             except Exception:
                 pass
-        for w in (self.link_w,):
-            if w is not None:
-                (w.transport.abort if hard else w.close)()
+        if self.link is not None:
+            self.link.close()
         if getattr(self, "s", None) is not None and not getattr(self, "one_link", False):
-            self.s.close(hard)
+            self.s.close()
+        self.shard.loop.kill(self.task)
 
     async def converge(self, after: int, known: tuple | None = None) -> None:
         t = self.timing
         settle: dict[int, float] = {}
         t0 = time.monotonic()
+        from_flag = True
         while True:
             if self.killed:
                 raise Killed()
             if time.monotonic() - t0 > t["join_timeout_s"]:
                 raise RuntimeError("membership did not converge")
+            nxt = None  # NOTE [the next epoch in the abort flag] in control
+            if known is None and after >= 0 and from_flag and after in self.abort_raw:
+                nxt = self.shard.next_from_abort(self.abort_raw[after])
+            from_flag = False
+            if nxt is not None and nxt[0] == after + 1:
+                known = (after + 1, nxt[1], True)
             if known is None and after >= 0:  # membership._next_epoch
                 got = await self.s.wait_value([cp.key_dead(self.member), cp.key_epoch(after + 2),
                                                cp.key_abort(after + 1),
@@ -418,7 +696,7 @@ class Member:
             gone = await self.departed(rec["members"])
             first = settle.setdefault(latest, time.monotonic())
             if not gone and time.monotonic() - first < t["hb_timeout_s"] + t["margin_s"]:
-                await asyncio.sleep(t["slice_s"])
+                await sleep(t["slice_s"])
                 continue
             await self.propose(latest + 1, {"members": [m for m in rec["members"]
                                                         if m not in gone],
@@ -433,8 +711,8 @@ class Member:
         self.shard.event("seen", self.idx, self.member, e, time.time())
         n = len(members)  # the keys are built only by a member that decides (a real member
         # builds them up front: O(n) for it, but O(n^2) for a process simulating n)
-        await self.s.set(cp.key_ready(e, self.member),
-                         f"1:{self.step}" + (":synced" if self.epoch >= 0 else ""))
+        await self.s.set(cp.key_ready(self.member), cp.ready_value(  # NOTE [one ready key
+            e, f"1:{self.step}" + (":synced" if self.epoch >= 0 else "")))  # a member]
         mine = await self.s.add(cp.key_ready_count(e), 1)
         t0 = time.monotonic()
         plan_key, decider, keys = cp.key_plan(e), mine >= n, None
@@ -444,10 +722,9 @@ class Member:
             if self.killed:
                 raise Killed()
             decider = decider or await late.claims()  # NOTE [late deciders]
-            if decider and await self.s.check(
-                    keys := keys or [cp.key_ready(e, m) for m in members]):
-                flags = await self.s.multi_get(keys)
-                src, need = plan_transfer([f.decode() for f in flags])
+            if decider and await self.s.check(keys := keys or [cp.key_ready(m) for m in members]) \
+                    and (flags := cp.ready_flags(await self.s.multi_get(keys), e)) is not None:
+                src, need = plan_transfer(flags)
                 won = await self.s.cas(plan_key, "", encode_plan(src, need, n))
                 if e > 0:
                     await forget_decision(self.s, cp.key_ready_count(e - 1), f"ready/{e - 1}")
@@ -480,9 +757,11 @@ class Member:
         """The collective: ``seconds`` of waiting for the abort flag on the server (a real
         member's heartbeat thread holds that wait for up to 10 s and its slices read the
         flag off it: NOTE [the abort watch] in control; here one wait per collective)."""
-        e = self.epoch
-        if await self.s.wait_any([cp.key_abort(e), cp.key_epoch(e + 1)], seconds) == 0:
+        e = self.epoch  # the watch's answer carries the flag's value (NOTE [the next epoch
+        got = await self.s.wait_value([cp.key_abort(e), cp.key_epoch(e + 1)], seconds)  # in
+        if got is not None and got[0] == 0:  # the abort flag] in control)
             self.abort_seen = e  # what a real member's watch saw (NOTE [the abort watch])
+            self.abort_raw = {e: got[1]}
             raise Aborted()
 
     async def one_step(self) -> None:
@@ -490,7 +769,7 @@ class Member:
         t0 = time.monotonic()
         ok = True
         try:
-            await asyncio.sleep(self.busy)  # compute
+            await sleep(self.busy)  # compute
             busy = time.monotonic() - t0
             await self.sliced_wait(self.shard.spec["collective_s"])
         except Aborted:
@@ -560,7 +839,7 @@ class Member:
             if got is not None:
                 if got[0] == 0:
                     return got[1] == b"commit"
-                self.abort_seen = e
+                self.abort_seen, self.abort_raw = e, {e: got[1]}
                 return (await self.s.cas(key, "", "redo")) == b"commit"
 
 
@@ -624,6 +903,15 @@ class Shard:
             got = self._parsed[raw] = cp.decode_record(raw)  # NOTE [compact epoch record]
         return got
 
+    def next_from_abort(self, raw: bytes):
+        """``control.split_abort``'s next epoch and record, once per shard (as ``parse``)."""
+        key = ("abort", raw)
+        if key not in self._parsed:
+            if len(self._parsed) > 8:
+                self._parsed.clear()
+            self._parsed[key] = cp.split_abort(raw)[1]
+        return self._parsed[key]
+
     def member_set(self, members: list) -> tuple:
         """(members, set(members)), shared by the shard's members (as ``parse``)."""
         got = self._sets.get(id(members))
@@ -647,24 +935,21 @@ class Shard:
         if ev[0] == "admitted":
             self.by_id[ev[2]] = self.members[ev[1]]
 
-    async def lag(self) -> None:
-        """How late this process's event loop runs a 0.1 s timer: a late loop delays every
+    def lag(self, t0: float) -> None:
+        """How late this process's loop runs a 0.1 s timer: a late loop delays every
         member's heartbeat here, which a real member (a process of its own) would not see.
         ``lag_s`` the latest, ``lag_max_s`` the worst (the parent reports both)."""
-        while True:
-            t0 = time.monotonic()
-            await asyncio.sleep(0.1)
-            late = time.monotonic() - t0 - 0.1
-            self.stats["lag_s"] = late
-            self.stats["lag_max_s"] = max(self.stats["lag_max_s"], late)
+        late = time.monotonic() - t0 - 0.1
+        self.stats["lag_s"] = late
+        self.stats["lag_max_s"] = max(self.stats["lag_max_s"], late)
+        self.loop.call_later(0.1, self.lag, time.monotonic())
 
-    async def flush(self) -> None:
-        while True:
-            await asyncio.sleep(0.05)
-            batch, self.out = self.out, []
-            self.conn.send(("events", batch, dict(self.stats)))
+    def flush(self, _=None) -> None:
+        batch, self.out = self.out, []
+        self.conn.send(("events", batch, dict(self.stats)))
+        self.loop.call_later(0.05, self.flush)
 
-    def command(self) -> None:
+    def on_event(self, mask: int) -> None:  # the parent's pipe is readable
         while self.conn.poll():
             cmd = self.conn.recv()
             if cmd[0] == "kill":
@@ -676,32 +961,25 @@ class Shard:
                     self.by_id[cmd[1]].busy = cmd[2]
             elif cmd[0] == "stop":
                 self.stopping = True
-                self.done.set()
 
-    async def main(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.done = asyncio.Event()
-        self.connect_slots = asyncio.Semaphore(self.spec["connect_concurrency"])
-        loop.add_reader(self.conn.fileno(), self.command)
+    def main(self) -> None:
+        self.loop = loop = Loop()
+        self.connect_slots = Slots(loop, self.spec["connect_concurrency"])
         self.conn.send(("ready",))
         while not self.conn.poll(0.01):  # wait for "go"
             pass
         assert self.conn.recv() == ("go",)
-        flusher = asyncio.ensure_future(self.flush())
-        lagger = asyncio.ensure_future(self.lag())
-        tasks = []
+        loop.sel.register(self.conn.fileno(), selectors.EVENT_READ, self)
+        loop.call_later(0.05, self.flush)
+        loop.call_later(0.1, self.lag, time.monotonic())
         for i in range(self.spec["first"], self.spec["first"] + self.spec["count"]):
-            self.members[i] = Member(self, i)
-            tasks.append(asyncio.ensure_future(self.members[i].run()))
-        await self.done.wait()
+            m = self.members[i] = Member(self, i)
+            m.task = loop.spawn(m.run())
+        loop.run(until=lambda: self.stopping)
         for m in self.members.values():
             m.close(hard=False)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.sleep(0.1)
-        flusher.cancel()
-        lagger.cancel()
+        end = time.monotonic() + 0.1  # the members' coroutines end (Killed)
+        loop.run(until=lambda: time.monotonic() > end)
         self.conn.send(("events", self.out, dict(self.stats)))
         self.conn.send(("bye",))
 
@@ -709,7 +987,7 @@ class Shard:
 def _shard_main(conn, spec: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     try:
-        asyncio.run(Shard(conn, spec).main())
+        Shard(conn, spec).main()
     except BaseException:  # say why before the pipe closes (the parent reports it)
         import traceback
         try:

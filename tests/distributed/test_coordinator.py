@@ -149,6 +149,33 @@ def test_the_coordinator_proposes_the_survivors_epoch_itself(coord, wait_for):
 
 
 @pytest.mark.l1
+def test_the_abort_flag_names_the_survivors_epoch(coord, wait_for):
+    """NOTE [the next epoch in the abort flag] (control): the flag the coordinator sets at a
+    death carries the epoch it proposed with it, so a survivor that read the flag needs no
+    request to find it; two deaths seen together still make one epoch."""
+    from xvendor.distributed.control import key_abort, split_abort
+    c = coord(min_replicas=4)
+    a, b, d, f = (Link("127.0.0.1", c.port, TOKEN) for _ in range(4))
+    ctl = c.lane(0).ctl
+    wait_for(lambda: ctl.record(0) is not None, what="epoch 0")
+    a._sock.close()
+    wait_for(lambda: ctl.record(1) is not None, what="epoch 1")
+    why, nxt = split_abort(ctl.get(key_abort(0)))
+    assert why.startswith(f"member(s) [{a.member}] dead") and "goodbye" in why, why
+    assert nxt == (1, ctl.record(1)) and nxt[1]["members"] == [b.member, d.member, f.member]
+    b._sock.close()
+    d._sock.close()  # together: one pass of the coordinator's loop sees both, mostly
+    wait_for(lambda: {b.member, d.member} <= set(c.deaths()), what="both deaths")
+    wait_for(lambda: ctl.latest_epoch() >= 2 and f.member in ctl.record(ctl.latest_epoch())
+             ["members"] and len(ctl.record(ctl.latest_epoch())["members"]) == 1,
+             what="the epoch of the last survivor")
+    e = ctl.latest_epoch()
+    why, nxt = split_abort(ctl.get(key_abort(e - 1)))
+    assert nxt == (e, ctl.record(e)), (why, nxt)
+    f.close()
+
+
+@pytest.mark.l1
 def test_a_verdict_on_one_lane_evicts_the_whole_replica_group(coord, wait_for):
     """NOTE [a replica group is evicted whole]: group A's lane-1 process dies (no goodbye);
     the coordinator declares A's lane-0 process dead too, naming why; B is untouched, and a

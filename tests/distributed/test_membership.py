@@ -194,13 +194,81 @@ def test_a_dead_decider_at_a_formation_is_replaced_by_one_late_claimant():
         time.sleep(0.2)
         local = A.LocalStore(server.kv, prefix="p")
         for m in range(waiting, n):  # the others arrived; the last of them died at once
-            local.set(cp.key_ready(0, m), "1:0")
+            local.set(cp.key_ready(m), cp.ready_value(0, "1:0"))
         local.add(cp.key_ready_count(0), n - waiting)
         for th in ths:
             th.join(10)
         assert len(box) == waiting and len({repr(v) for v in box.values()}) == 1, box
         assert box[0] == plan_transfer(["1:0"] * n)
         assert len(wide) <= 2, wide  # one claimant: one check, one read of the flags
+    finally:
+        server.close()
+
+
+def _meet_all(stores, e: int, members: list[int], who=None, step=0) -> dict:
+    """The members ``who`` (default: all) of epoch ``e`` (``members``) meet it, each on a
+    thread of its own: {member: plan}."""
+    box = {}
+
+    def run(i):
+        rg = SimpleNamespace(ctl=cp.Control(stores[i]), member=i, timing=cp.Timing(),
+                             has_state=True, step=step, epoch=e - 1,
+                             stats={"epochs": [1] if e else []})
+        box[i] = meet(rg, e, members, time.monotonic())
+    ths = [threading.Thread(target=run, args=(i,), daemon=True) for i in who or members]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(10)
+    return box
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_ready_flags_are_one_key_a_member_whatever_the_number_of_epochs():
+    """NOTE [one ready key a member]: each formation used to leave a ready key per member
+    (``ready/<e>/<id>``) in the store for good; n keys now, however many epochs form."""
+    n = 4
+    server = A.StoreServer("t0k3n-ready", "127.0.0.1", 0)
+    try:
+        stores = [A.AuthStore("127.0.0.1", server.port, "t0k3n-ready", prefix="p")
+                  for _ in range(n)]
+        for e in range(4):
+            box = _meet_all(stores, e, list(range(n)), step=e)
+            assert len(box) == n and len({repr(v) for v in box.values()}) == 1, (e, box)
+        ready = [k for k in server.kv._d if b"/ready/" in k]
+        assert len(ready) == n, ready
+        assert all(server.kv._d[k].startswith(b"3/") for k in ready), ready
+    finally:
+        server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_a_flag_of_an_earlier_epoch_is_not_taken_for_the_next_one():
+    """A member that formed epoch 0 and has not arrived at epoch 1 still holds epoch 0's
+    flag under its key: the decider of epoch 1 (the count says n, the keys all exist)
+    must wait for it, and the plan reads the flag it posted for epoch 1."""
+    n = 3
+    server = A.StoreServer("t0k3n-stale", "127.0.0.1", 0)
+    try:
+        stores = [A.AuthStore("127.0.0.1", server.port, "t0k3n-stale", prefix="p")
+                  for _ in range(n)]
+        local = A.LocalStore(server.kv, prefix="p")
+        local.set(cp.key_ready(2), cp.ready_value(0, "1:0:synced"))  # epoch 0's, not 1's
+        local.add(cp.key_ready_count(1), 1)  # a count that reaches n early (a hint only)
+        box = {}
+        th = threading.Thread(target=lambda: box.update(_meet_all(stores, 1, [0, 1, 2],
+                                                                  who=[0, 1], step=5)),
+                              daemon=True)
+        th.start()  # members 0 and 1 arrive at epoch 1 (3 members: 0, 1 and 2)
+        time.sleep(1.0)
+        assert not box and not local.check([cp.key_plan(1)]), box  # no plan without 2
+        late = _meet_all(stores, 1, [0, 1, 2], who=[2], step=5)
+        th.join(10)
+        assert late and box, (late, box)
+        # every member synced at step 5 (member 2's epoch-0 flag said step 0): none receives
+        assert late[2] == box[0] == box[1] == (0, [])
     finally:
         server.close()
 
@@ -304,5 +372,37 @@ def test_join_learns_from_its_wait_that_epoch_0_is_neither_aborted_nor_supersede
         obs.declare_dead(4, "gone")
         known = env.join(Cls, link(4))
         assert known[1]["members"] == [3, 4] and (len(known) == 2 or known[2] is False)
+    finally:
+        server.close()
+
+
+@pytest.mark.l1
+@pytest.mark.timeout(60)
+def test_the_next_epoch_named_by_the_abort_flag_costs_no_request():
+    """NOTE [the next epoch in the abort flag] (control): a member that read the flag (its
+    watch's answer) takes the epoch it names on its first look; the look after that (the
+    epoch turned out aborted too) asks the store as before."""
+    from xvendor.distributed.membership import _next_epoch
+
+    class Counting(A.KV):
+        n = 0
+
+        def apply(self, op, f):
+            Counting.n += 1
+            return super().apply(op, f)
+
+        def first_present(self, keys):  # a wait's own look (WAITV)
+            Counting.n += 1
+            return super().first_present(keys)
+    server = A.StoreServer("t0k3n-next", "127.0.0.1", 0, Counting())
+    try:
+        ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, "t0k3n-next", prefix="p"))
+        rec = {"members": [1, 2], "joins": 0, "epoch": 1}
+        ctl.note_abort(0, cp.abort_value("member(s) [0] dead", (1, rec)))
+        rg = SimpleNamespace(ctl=ctl, member=1)
+        before = Counting.n
+        assert _next_epoch(rg, 0) == (1, rec, True) and Counting.n == before
+        assert _next_epoch(rg, 3) is None and Counting.n == before + 1  # not named: asked
+        assert _next_epoch(rg, 0, from_flag=False) is None and Counting.n == before + 2
     finally:
         server.close()

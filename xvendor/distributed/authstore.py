@@ -235,13 +235,14 @@ class AuthStore(dist.Store):
         return int(self._call(NUM, [])[1][0])
 
     def watch(self, keys, timeout_s: float) -> None:
-        """Start ``wait_any(keys, timeout_s)`` on the server and return at once: its answer
-        is read with ``answer``; meanwhile this thread may send ``beat``s only (they have no
-        reply). NOTE [the abort watch] in control."""
+        """Start ``wait_value(keys, timeout_s)`` on the server and return at once: its
+        answer is read with ``answer`` (the present key's value with ``answered_value``);
+        meanwhile this thread may send ``beat``s only (they have no reply). NOTE [the abort
+        watch] and NOTE [the next epoch in the abort flag] in control."""
         ms = str(max(0, int(min(timeout_s, MAX_WAIT_S) * 1000))).encode()
         c = self._client()
         try:
-            c.sock.sendall(_pack(WAIT, [ms] + [self._k(k) for k in keys]))
+            c.sock.sendall(_pack(WAITV, [ms] + [self._k(k) for k in keys]))
         except OSError as e:
             self._lost(c, e)
             raise ConnectionResetError("the watch was lost with its connection") from e
@@ -264,7 +265,12 @@ class AuthStore(dist.Store):
         except (OSError, ValueError) as e:
             self._lost(c, e)
             raise ConnectionResetError("the watch was lost with its connection") from e
+        self._local.answered = f[1] if status == OK and len(f) > 1 else None
         return int(f[0]) if status == OK else None
+
+    def answered_value(self) -> bytes | None:
+        """The value of the key that answered this thread's last ``watch``."""
+        return getattr(self._local, "answered", None)
 
     def beat(self, key) -> None:
         """Add 1 to ``key`` without waiting for a reply: a heartbeat (NOTE [heartbeats off
@@ -283,6 +289,14 @@ class LocalStore(AuthStore):
 
     def prefixed(self, prefix: str) -> "LocalStore":
         return LocalStore(self._kv, self._timeout_s, prefix)
+
+    def abort_and_propose(self, abort_key, abort_value, epoch_key, record) -> bool | None:
+        """``KV.abort_and_propose`` under this view's prefix; None where the map cannot
+        (a replicated coordinator's: NOTE [the next epoch in the abort flag] in control)."""
+        fn = getattr(self._kv, "abort_and_propose", None)
+        if fn is None:
+            return None
+        return fn(self._k(abort_key), _b(abort_value), self._k(epoch_key), _b(record))
 
     def _call(self, op: int, fields: list[bytes]) -> tuple[int, list[bytes]]:
         if op == BEAT:

@@ -9,7 +9,9 @@ Every key lives under ``xv/``. The protocol, in store terms:
                       proposer adopts the winner, so all survivors agree without a leader.
 - ``xv/latest``       a hint: the newest epoch known to be proposed (probe forward from it).
 - ``xv/abort/<e>``    set once epoch ``e`` must stop (a death, a collective error, a member
-                      that will never arrive). Ranks poll it between wait slices.
+                      that will never arrive): its reason, and when the observer set it, the
+                      next epoch's number and record after it (NOTE [the next epoch in the
+                      abort flag]). Ranks poll it between wait slices.
 - ``xv/dead/<id>``    a death notice (reason); final: a dead id is never admitted again.
                       ``xv/dead_seq`` + ``xv/deadlist/<n>`` list them in order.
 - ``xv/left/<id>``    the member left cleanly; ``xv/left_seq`` + ``xv/leftlist/<n>`` list
@@ -17,10 +19,10 @@ Every key lives under ``xv/``. The protocol, in store terms:
 - ``xv/hb/<id>``      a heartbeat counter; the agent judges staleness by its own clock.
 - ``xv/join/<k>``     join slot ``k`` holds a newcomer id (claimed with compare_set).
 - ``xv/gb/<e>/<s>``   the grow decision of epoch ``e`` at step ``s`` (first proposal wins).
-- ``xv/ready/<e>/<id>`` a member arrived at epoch ``e``'s formation ("1": it holds state);
-                      ``xv/readyn/<e>`` counts them (a hint), ``xv/plan/<e>`` the state
-                      transfer plan the last to arrive read off them (NOTE [scale] in
-                      membership).
+- ``xv/ready/<id>``    the latest formation the member arrived at: ``<e>/<flag>`` ("1": it
+                      holds state); ``xv/readyn/<e>`` counts epoch ``e``'s (a hint),
+                      ``xv/plan/<e>`` the state transfer plan the last to arrive read off
+                      them (NOTE [scale], NOTE [one ready key a member] in membership).
 - ``xv/vote/<e>/<s>/<id>`` a member's collectives of guarded step ``s`` succeeded ("1") or not;
                       ``xv/verdict/<e>/<s>`` "commit" or "redo", first proposal wins;
                       ``xv/voten/<e>/<s>`` counts the votes (a hint). A member deletes its
@@ -87,7 +89,20 @@ def key_pid(i: int) -> str: return f"{ROOT}pid/{i}"
 def key_left(i: int) -> str: return f"{ROOT}left/{i}"
 def key_join(k: int) -> str: return f"{ROOT}join/{k}"
 def key_grow(e: int, step: int) -> str: return f"{ROOT}gb/{e}/{step}"
-def key_ready(e: int, i: int) -> str: return f"{ROOT}ready/{e}/{i}"
+def key_ready(i: int) -> str: return f"{ROOT}ready/{i}"
+def ready_value(e: int, flag: str) -> str: return f"{e}/{flag}"  # NOTE [one ready key a member]
+
+
+def ready_flags(values: list, e: int) -> list[str] | None:
+    """The members' ready flags for epoch ``e`` from their ``ready/<id>`` values, or None
+    while one of them holds another epoch's (it has not arrived at ``e`` yet)."""
+    pre, out = f"{e}/", []
+    for v in values:
+        v = v.decode() if isinstance(v, bytes) else v
+        if not v.startswith(pre):
+            return None
+        out.append(v[len(pre):])
+    return out
 def key_ready_count(e: int) -> str: return f"{ROOT}readyn/{e}"
 def key_plan(e: int) -> str: return f"{ROOT}plan/{e}"
 def key_progress(i: int) -> str: return f"{ROOT}progress/{i}"
@@ -143,6 +158,42 @@ def decode_record(raw: str | bytes) -> dict:
     return rec
 
 
+# NOTE [the next epoch in the abort flag]: after a death the observer proposes the
+# survivors' epoch (NOTE [the observer proposes the shrink] in verdicts) and sets the old
+# epoch's abort flag in the same step (``abort_and_propose``), the flag's value its reason
+# followed by ``_NEXT``, the new epoch's number and its record (compact: NOTE [compact
+# epoch record]). A member learns of the abort from its heartbeat's watch, whose answer
+# carries the flag's value (NOTE [the abort watch]), or reads the value for its reason
+# anyway; ``membership._next_epoch`` then finds the epoch it is to form there, without a
+# request. Before, every survivor asked for it (one request each: 10,000 on the store's one
+# thread after a kill at 10,000 simulated members), and read the reason (one more). One
+# step, because written apart either order is wrong: the record first, and the store's
+# thread answers the watches (which wait on the flag and on the next record) with the
+# record before the flag exists; the flag first, and it may name a record that then loses
+# the proposal to a member's (a grow's). Where the store cannot (etcd, the agent's
+# TCPStore), or a member's flag or proposal came first, the flag carries its reason only
+# and the members ask, as before.
+_NEXT = "\nnext epoch "
+
+
+def abort_value(reason: str, nxt: tuple[int, dict] | None = None) -> str:
+    """An abort flag's value: ``reason``, then the next epoch and its record if given."""
+    return reason if nxt is None else f"{reason}{_NEXT}{nxt[0]} {encode_record(nxt[1])}"
+
+
+def split_abort(raw) -> tuple[str, tuple[int, dict] | None]:
+    """(reason, (next epoch, its record) or None) from an abort flag's value."""
+    v = raw.decode() if isinstance(raw, (bytes, bytearray)) else str(raw)
+    i = v.find(_NEXT)
+    if i < 0:
+        return v, None
+    try:
+        e, rec = v[i + len(_NEXT):].split(" ", 1)
+        return v[:i], (int(e), decode_record(rec))
+    except ValueError:  # json's errors are ValueErrors too: a reason that only looks so
+        return v, None
+
+
 def connect(host: str, port: int, timeout_s: float = 60.0, prefix: str = "",
             token: str | None = None, link=None) -> "dist.Store":
     """A store client: the coordinator's token-guarded store when ``token`` is given
@@ -164,6 +215,8 @@ class Control:
         self.store = store
         self.incarnation = incarnation  # stamped on every epoch record this view proposes
         self.watch = None  # a member's Heartbeat: abort flags without a request
+        self._aborts: dict[int, str] = {}  # abort flags' values read (NOTE [the next epoch
+        # in the abort flag])
         self._dead: dict[int, str] = {}
         self._dead_seen = 0
         self._left: set[int] = set()
@@ -233,8 +286,53 @@ class Control:
         raw = self.get(KEY_LATEST)
         return int(raw) if raw else 0
 
-    def abort(self, e: int, reason: str) -> None:
-        self.store.compare_set(key_abort(e), "", reason)
+    def abort(self, e: int, reason: str, nxt: tuple[int, dict] | None = None) -> None:
+        """Set epoch ``e``'s abort flag (first writer wins); ``nxt``: the epoch proposed to
+        follow it and its record (NOTE [the next epoch in the abort flag])."""
+        self.store.compare_set(key_abort(e), "", abort_value(reason, nxt))
+
+    def abort_and_propose(self, e: int, reason: str, record: dict) -> None:
+        """Abort epoch ``e`` and propose ``record`` as epoch ``e + 1``, the flag naming it
+        (NOTE [the next epoch in the abort flag]): in one step of the store where it can,
+        else the flag (its reason only) and then the proposal."""
+        record = dict(record, epoch=e + 1)
+        if self.incarnation is not None:
+            record["incarnation"] = self.incarnation
+        raw = encode_record(record)
+        fn = getattr(self.store, "abort_and_propose", None)
+        done = fn(key_abort(e), f"{reason}{_NEXT}{e + 1} {raw}", key_epoch(e + 1), raw) \
+            if fn is not None else None
+        if not done:  # not this store, or a flag or a proposal was there first
+            self.abort(e, reason)
+            self.propose(e + 1, record)
+        elif e + 1 > self.latest_hint():
+            self.store.set(KEY_LATEST, str(e + 1))
+
+    def note_abort(self, e: int, raw) -> None:
+        """Keep the value of epoch ``e``'s abort flag, read by a wait that ended on it."""
+        if raw is not None:
+            self._aborts[e] = raw.decode() if isinstance(raw, (bytes, bytearray)) else raw
+            for old in [k for k in self._aborts if k < e - 2]:
+                del self._aborts[old]
+
+    def abort_reason(self, e: int) -> str | None:
+        """Why epoch ``e`` was aborted (None: it was not): from the watch's answer or a
+        value already read, else one request."""
+        raw = self._aborts.get(e)
+        if raw is None and self.watch is not None:
+            raw = self.watch.abort_value(e)
+        if raw is None:
+            raw = self.get(key_abort(e))
+        self.note_abort(e, raw)
+        return None if raw is None else split_abort(raw)[0]
+
+    def next_from_abort(self, e: int) -> tuple[int, dict] | None:
+        """The epoch proposed to follow ``e`` and its record, when ``e``'s abort flag named
+        them and this view has read the flag (no request)."""
+        raw = self._aborts.get(e)
+        if raw is None and self.watch is not None:
+            raw = self.watch.abort_value(e)
+        return None if raw is None else split_abort(raw)[1]
 
     def aborted(self, e: int) -> bool:
         if self.watch is not None:  # NOTE [the abort watch] in Heartbeat
@@ -339,7 +437,7 @@ def sliced_wait(work, ctl: Control, epoch: int, member: int, timing: Timing,
                 if "timed out" not in str(e).lower():
                     raise
         if ctl.aborted(epoch):
-            why = ctl.get(key_abort(epoch))
+            why = ctl.abort_reason(epoch)  # the watch's answer carried it: no request
             raise EpochAborted(f"epoch {epoch} aborted: {why}")
         if time.monotonic() - t0 > timing.call_bound_s - 2 * timing.slice_s:
             # NOTE [bound]: no death notice yet a peer is silent: stop the epoch rather
@@ -372,6 +470,7 @@ class Heartbeat:
         self._watching = hasattr(store, "watch")
         self._want = self._armed = None  # the epoch asked about; the one watched now
         self._aborted: set[int] = set()  # epochs the watch saw aborted
+        self._values: dict[int, bytes] = {}  # their flags' values (the watch's answers)
         self._passed: set[int] = set()   # epochs whose successor exists: watched no more
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"xv-heartbeat-{member}",
@@ -388,6 +487,10 @@ class Heartbeat:
         self._want = e
         return None
 
+    def abort_value(self, e: int) -> bytes | None:
+        """The value of epoch ``e``'s abort flag, if this watch's answer carried it."""
+        return self._values.get(e)
+
     def _run(self) -> None:
         key, pending = key_hb(self.member), None
         next_beat = time.monotonic() + self.interval_s
@@ -403,6 +506,10 @@ class Heartbeat:
                     got = self._store.answer(left)
                     if got is not False:  # answered (its timeout: None): watch again
                         if got is not None:
+                            if got == 0:  # the flag's value came with the answer
+                                self._values[pending] = self._store.answered_value()
+                                for old in [k for k in self._values if k < pending - 2]:
+                                    del self._values[old]
                             (self._aborted if got == 0 else self._passed).add(pending)
                         self._armed = pending = None
                 elif self._stop.wait(max(0.0, left)):

@@ -349,6 +349,10 @@ class EtcdKV(authstore.KV):
     """``authstore.KV`` whose every mutation is first committed to etcd (fenced), and whose
     reads come from the mirror; every request is refused once this replica stops leading."""
 
+    # the in-memory step (``KV.abort_and_propose``) would skip etcd: the observer writes the
+    # flag and the proposal apart here (NOTE [the next epoch in the abort flag] in control)
+    abort_and_propose = None
+
     def __init__(self, replica: Replica):
         super().__init__()
         self.replica, self.prefix = replica, replica.root + b"kv/"

@@ -329,7 +329,7 @@ class ResilientGroup:
         if self.fr_dir is None or e in self._dumped:
             return
         self._dumped.add(e)
-        why = reason or self.ctl.get(cp.key_abort(e)) or "unknown"
+        why = reason or self.ctl.abort_reason(e) or "unknown"
         self.stats["dumps"].append(self.recorder.dump(
             self.fr_dir, member=self.member, epoch=e, members=members, reason=why,
             dead=self.ctl.dead(), lane=self.lane, incarnation=self.ctl.incarnation))

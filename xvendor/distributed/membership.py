@@ -38,12 +38,13 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
     an epoch and its record the caller just read (``env.join``: epoch 0), so that its first
     look reads neither again (NOTE [one read])."""
     settle: dict[int, float] = {}
+    from_flag = True  # the abort flag's next epoch: tried once (it may be aborted too)
     while True:
         if time.monotonic() - t0 > rg.timing.join_timeout_s:
             raise RuntimeError(f"member {rg.member}: membership did not converge within "
                                f"{rg.timing.join_timeout_s} s")
         if known is None and after >= 0:  # NOTE [one read]: the next epoch in one request
-            known = _next_epoch(rg, after)
+            known, from_flag = _next_epoch(rg, after, from_flag), False
         if known is not None:
             (e, rec, checked), known = (tuple(known) + (False,))[:3], None
             if e > after and rg.member in rec["members"] and (checked or rg.ctl.wait_value(
@@ -83,14 +84,21 @@ def converge(rg, after: int, t0: float, known: tuple[int, dict] | None = None) -
                                     "why": f"shrink after epoch {latest}: {sorted(gone)}"})
 
 
-def _next_epoch(rg, after: int) -> tuple[int, dict, bool] | None:
+def _next_epoch(rg, after: int, from_flag: bool = True) -> tuple[int, dict, bool] | None:
     """Epoch ``after + 1`` and its record when it is the latest one, not aborted, and this
     member is not dead: one request (``Control.wait_value`` with timeout 0 on the death
     notice, epoch ``after + 2``, the abort flag of ``after + 1`` and epoch ``after + 1``:
     the first present answers), where the general look costs five or more (death notice,
     latest hint, probes, record, abort flag).
     The observer proposes the survivors' epoch (NOTE [the observer proposes the
-    shrink] in verdicts), so after a failure this is what survivors usually find."""
+    shrink] in verdicts), so after a failure this is what survivors usually find; and it
+    names that epoch in the abort flag it sets, so a member that read the flag (its
+    heartbeat's watch did) has it without a request (NOTE [the next epoch in the abort
+    flag] in control: the checks of the request are then the formation's own: an aborted
+    epoch ends ``meet``, a member not in the record is excluded by ``converge``)."""
+    nxt = rg.ctl.next_from_abort(after) if from_flag else None
+    if nxt is not None and nxt[0] == after + 1:
+        return after + 1, nxt[1], True
     got = rg.ctl.wait_value([cp.key_dead(rg.member), cp.key_epoch(after + 2),
                              cp.key_abort(after + 1), cp.key_epoch(after + 1)], 0, 0)
     if not got or got[0] != 3:
@@ -204,7 +212,7 @@ def meet(rg, e: int, members: list[int], t0: float,
     again: 5 requests per survivor, 50,000 at 10,000 members on the store's one thread
     (bench/sim_members.py)."""
     n, store = len(members), rg.ctl.store
-    store.set(cp.key_ready(e, rg.member), ready_flag(rg))
+    store.set(cp.key_ready(rg.member), cp.ready_value(e, ready_flag(rg)))
     mine, polls, waited = int(store.add(cp.key_ready_count(e), 1)), 0, False
     plan_key, abort_key = cp.key_plan(e), cp.key_abort(e)
     late = LateDecider(store, cp.key_ready_count(e), f"ready/{e}", n, rg.member,
@@ -217,8 +225,8 @@ def meet(rg, e: int, members: list[int], t0: float,
         if raw is not None:
             return decode_plan(raw, n)
         decider = decider or late.claims()
-        if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
-            return _decide(rg, e, keys, n)
+        if decider and (flags := _arrived(store, e, keys := keys or _ready_keys(members))):
+            return _decide(rg, e, flags, n)
         polls += 1
         if waited or polls % 4 == 0:  # polling: deaths and aborts every 4th time
             if rg.ctl.aborted(e):
@@ -233,10 +241,31 @@ def meet(rg, e: int, members: list[int], t0: float,
                                  rg.timing.slice_s / 4)
 
 
-def _decide(rg, e: int, keys: list[str], n: int) -> tuple[int | None, list[int]]:
-    """Every ready flag is in: read them once, post the plan (first proposal wins)."""
+def _ready_keys(members: list[int]) -> list[str]:
+    return [cp.key_ready(m) for m in members]
+
+
+def _arrived(store, e: int, keys: list[str]) -> list[str] | None:
+    """Every member's ready flag for epoch ``e``, or None while one has not posted it.
+
+    NOTE [one ready key a member]: a flag was one key per member per epoch
+    (``ready/<e>/<id>``), never deleted: n keys more in the store at every formation, for
+    the job's life (10,000 at each shrink of 10,000 simulated members). Deleting them would
+    cost a request per member per formation, or n by one member. Now each member has one
+    key, ``ready/<id>``, overwritten at each formation with ``<e>/<flag>``: the decider reads
+    them all (it did already, once every key existed) and decides only when every value is
+    epoch ``e``'s. A value of an older epoch: that member has not arrived; of a newer one:
+    it left ``e``'s formation, which then has its plan or its abort flag, and the decider's
+    wait sees either. No request more than before, and n keys in all."""
+    if not store.check(keys):  # before a member's first formation its key does not exist
+        return None
+    return cp.ready_flags(store.multi_get(keys), e)
+
+
+def _decide(rg, e: int, flags: list[str], n: int) -> tuple[int | None, list[int]]:
+    """Every ready flag is in (``_arrived``): post the plan (first proposal wins)."""
     store = rg.ctl.store
-    src, needers = plan_transfer([v.decode() for v in store.multi_get(keys)])
+    src, needers = plan_transfer(flags)
     won = store.compare_set(cp.key_plan(e), "", encode_plan(src, needers, n)).decode()
     if e > 0:  # every member of ``e`` left ``meet`` of ``e - 1`` (NOTE [one claim key a
         forget_decision(store, cp.key_ready_count(e - 1), f"ready/{e - 1}")  # decision])
@@ -259,8 +288,8 @@ def _meet_on_news(rg, e: int, members: list[int], decider: bool, late: LateDecid
     plan_key, abort_key = cp.key_plan(e), cp.key_abort(e)
     while True:
         decider = decider or late.claims()  # NOTE [late deciders]
-        if decider and store.check(keys := keys or [cp.key_ready(e, m) for m in members]):
-            return _decide(rg, e, keys, n)
+        if decider and (flags := _arrived(store, e, keys := keys or _ready_keys(members))):
+            return _decide(rg, e, flags, n)
         wait = min(5.0, max(rg.timing.slice_s, late.next_at() - time.monotonic()))
         got = rg.ctl.wait_value([plan_key, abort_key, *rg.ctl.news_keys(news)],
                                 0.5 if decider else wait, rg.timing.slice_s / 4)

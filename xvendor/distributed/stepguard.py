@@ -123,6 +123,7 @@ def verdict(rg, ok: bool) -> bool:
         if got:
             if got[0] == 0:
                 return got[1] == "commit"
+            ctl.note_abort(e, got[1])  # NOTE [the next epoch in the abort flag] in control
             return ctl.store.compare_set(key, "", "redo").decode() == "commit"
         poll = got is False  # None: the wait timed out with neither key set
 

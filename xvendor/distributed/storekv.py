@@ -92,6 +92,22 @@ class KV:
                 return OK, [str(len(d)).encode()]
         raise ValueError(f"malformed request: op {op} with {len(f)} fields")
 
+    def abort_and_propose(self, abort_key: bytes, abort_value: bytes, epoch_key: bytes,
+                          record: bytes) -> bool:
+        """Set an epoch's abort flag and propose the next epoch in one step, if neither key
+        exists; True if both were written. Waiters learn of the abort first (it is written,
+        and announced, first). NOTE [the next epoch in the abort flag] in control: written
+        apart, the store's thread could answer waits on the new epoch's key before the flag
+        existed; written flag first, the flag would name a record that might lose the
+        proposal (a member's grow)."""
+        with self._lock:
+            d = self._d
+            if abort_key in d or epoch_key in d:
+                return False
+            d[abort_key], d[epoch_key] = abort_value, record
+            self._wrote([abort_key, epoch_key])
+            return True
+
     def __len__(self) -> int:
         return len(self._d)
 

@@ -109,7 +109,8 @@ class Verdicts:
         self.deaths[member] = reason
         self.death_times[member] = time.monotonic()
         self.ctl.declare_dead(member, reason)
-        self.abort_epochs_with_dead()
+        # the epochs listing it are aborted by ``propose_survivors``, in this pass of the
+        # observer's loop, with the shrink (NOTE [the next epoch in the abort flag] in control)
         self._shrink_due = True  # proposed by ``propose_survivors``, once per batch
         if self.fr_dir:
             e = self.ctl.latest_epoch()
@@ -136,22 +137,26 @@ class Verdicts:
         self._shrink_due = False
         latest = self.ctl.latest_epoch()
         rec = self.ctl.record(latest)
-        if rec is None or not any(m in self.deaths for m in rec.get("members", [])):
-            return
-        # NOTE [news after the record] in membership: the notices counted before the lists
-        # are read are all reflected below (a later one wakes the members, as it should)
-        news = self.ctl.news_counts()
-        left = self.ctl.left()
-        gone = sorted(m for m in rec["members"] if m in self.deaths or m in left)
-        survivors = [m for m in rec["members"] if m not in self.deaths and m not in left]
-        if survivors:
-            self.ctl.propose(latest + 1, {"members": survivors, "joins": rec.get("joins", 0),
-                                          "news": news,
-                                          "why": f"shrink after epoch {latest}: {gone} "
-                                                 f"(proposed by the observer)"})
+        if rec is not None and any(m in self.deaths for m in rec.get("members", [])):
+            # NOTE [news after the record] in membership: the notices counted before the
+            # lists are read are all reflected below (a later one wakes the members)
+            news = self.ctl.news_counts()
+            left = self.ctl.left()
+            gone = sorted(m for m in rec["members"] if m in self.deaths or m in left)
+            survivors = [m for m in rec["members"] if m not in self.deaths and m not in left]
+            if survivors:  # NOTE [the next epoch in the abort flag] in control
+                self.ctl.abort_and_propose(latest, self._why(rec["members"]), {
+                    "members": survivors, "joins": rec.get("joins", 0), "news": news,
+                    "why": f"shrink after epoch {latest}: {gone} (proposed by the observer)"})
+        self.abort_epochs_with_dead()  # the others that list a dead member (or all of them,
+        # where no survivor is left)
+
+    def _why(self, members: list[int]) -> str:
+        gone = [m for m in members if m in self.deaths]
+        return f"member(s) {gone} dead: {'; '.join(self.deaths[m] for m in gone)}"
 
     def abort_epochs_with_dead(self) -> None:
-        if not self.deaths:
+        if not self.deaths or self._shrink_due:  # due: ``propose_survivors``, this pass
             return
         latest = self.ctl.latest_epoch()
         for e in range(max(0, latest - 1), latest + 1):
@@ -162,7 +167,5 @@ class Verdicts:
                 self._members[e] = rec.get("members", [])
                 for old in [k for k in self._members if k < latest - 1]:
                     del self._members[old]
-            gone = [m for m in self._members[e] if m in self.deaths]
-            if gone and not self.ctl.aborted(e):
-                self.ctl.abort(e, f"member(s) {gone} dead: "
-                                  f"{'; '.join(self.deaths[m] for m in gone)}")
+            if any(m in self.deaths for m in self._members[e]) and not self.ctl.aborted(e):
+                self.ctl.abort(e, self._why(self._members[e]))
