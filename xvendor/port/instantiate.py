@@ -318,13 +318,26 @@ def _host_bindings(unit, launch, args) -> list:
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
     dispatch = _dispatch_types(unit, launch)
-    if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
+    named = {k: v for k, v in dispatch.items() if any(re.search(rf"\b{re.escape(k)}\b", a) for a in args)}
+    if named:  # inside AT_DISPATCH_* (or the unit's own): each combination of the bound values
+        combos = [list(args)]
+        for alias, types in named.items():
+            combos = [[_fold(re.sub(rf"\b{re.escape(alias)}\b", str(t), a)) for a in c]
+                      for c in combos for t in types]
         out = []
-        for alias, types in dispatch.items():
-            for t in types:
-                out.append([re.sub(rf"\b{alias}\b", t, a) for a in args])
-        if len(dispatch) == 1:
-            return [o for o in out if not _runtime_values(unit, launch, o)]
+        for c in combos:
+            if c not in out and not _runtime_values(unit, launch, c):
+                out.append(c)
+        if not any(re.search(rf"\b{re.escape(t)}\b", a) for a in out[0] for t in own) if out else True:
+            return out
+        args_list = out
+        out = []
+        for env in host_envs(unit, host):
+            for c in args_list:
+                got = [_fold(_subst(a, env)) for a in c]
+                if got not in out and not _runtime_values(unit, launch, got):
+                    out.append(got)
+        return out
     if not any(re.search(rf"\b{re.escape(t)}\b", a) for a in args for t in own):
         return [] if _runtime_values(unit, launch, args) else [args]
     out = []
@@ -512,19 +525,68 @@ def _dispatch_types(unit, launch) -> dict:
 def _dispatch_types_at(unit, node) -> dict:
     """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
     -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
-    dispatch macro binds, and the C++ types it binds them to (c10's Half/BFloat16 as CUDA's)."""
+    dispatch macros bind, and the C++ types they bind them to (c10's Half/BFloat16 as CUDA's);
+    also the names a dispatch macro of the unit's own binds (NOTE [project dispatch macros]).
+    Every enclosing dispatch call counts (nested ones bind different names)."""
+    out: dict = {}
+    own = _own_dispatch_macros(unit)
     n = node.parent
-    while n is not None and n.type != "function_definition":
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
         if n.type == "call_expression":
             f = n.child_by_field_name("function")
             name = node_text(unit.source, f) if f is not None else ""
-            if name.startswith("AT_DISPATCH_"):
-                break
+            if name in own:
+                for k, v in own[name].items():
+                    out.setdefault(k, v)
+            elif name.startswith("AT_DISPATCH_"):
+                for k, v in _at_dispatch(unit, n, name).items():
+                    out.setdefault(k, v)
         n = n.parent
-    else:
-        return {}
-    if n is None or n.type == "function_definition":
-        return {}
+    return out
+
+
+# NOTE [project dispatch macros]: extensions write their own dispatch in the style of
+# AT_DISPATCH_*, a function-like macro that switches on a run-time value and binds a
+# compile-time name per case before calling the lambda it is given:
+# `#define DISPATCH_OP(op, ...) [&] { switch (op) { case SUM: { static constexpr Op OP = SUM;
+# return __VA_ARGS__(); } ... } }()`. A launch inside such a macro's lambda that names OP
+# takes each value the macro binds it to (`constexpr`/`const` variables, `using`/`typedef`
+# aliases written in its replacement text).
+_BINDING = re.compile(r"\b(?:constexpr|const)\b[^;=(){}]*?\b([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
+                      r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
+                      r"\btypedef\s+([^;{}]+?)\s+([A-Za-z_]\w*)\s*;")
+
+
+def _own_dispatch_macros(unit) -> dict:
+    """Function-like macros of the unit that call a lambda they are given (``__VA_ARGS__()``
+    or a parameter called) after binding names: macro -> {name: [values, in order]}."""
+    cached = unit.__dict__.get("_xv_dispatch_macros")
+    if cached is None:
+        cached = {}
+        for m in _DEFINE.finditer(unit.source):
+            params = [p.strip() for p in m.group(2).decode(errors="replace").split(",")]
+            body = m.group(3).decode(errors="replace").replace("\\\n", " ")
+            called = [p if p != "..." else "__VA_ARGS__" for p in params if p]
+            if not any(re.search(rf"\b{re.escape(c)}\s*\)?\s*\(\s*\)", body) for c in called):
+                continue
+            binds: dict = {}
+            for b in _BINDING.finditer(body):
+                name, value = (b.group(1), b.group(2)) if b.group(1) else \
+                    (b.group(3), _Type(b.group(4))) if b.group(3) else (b.group(6), _Type(b.group(5)))
+                if name in called:
+                    continue
+                vals = binds.setdefault(name, [])
+                value = type(value)(" ".join(value.split()))
+                if value not in vals:
+                    vals.append(value)
+            if binds:
+                cached.setdefault(m.group(1).decode(), binds)
+        unit.__dict__["_xv_dispatch_macros"] = cached
+    return cached
+
+
+def _at_dispatch(unit, n, name) -> dict:
+    """The aliases PyTorch's ``AT_DISPATCH_*`` call ``n`` binds."""
     if "INDEX_TYPES" in name:
         return {"index_t": ["int32_t", "int64_t"]}
     types = []
