@@ -11,6 +11,8 @@
 //   at::BFloat16 / c10::BFloat16   -> __nv_bfloat16 (16-bit storage, RNE)
 //   at::acc_type<T, true>, at::opmath_type<T>
 //                                  -> float for 16-bit and float, double for double, as ATen's
+//   at::cuda::detail::TensorInfo<T, IndexType>, IndexToOffset<T, IndexType, Dims>
+//                                  -> ATen's layout (data, sizes[25], strides[25], dims)
 //   C10_HOST_DEVICE, C10_DEVICE, C10_LAUNCH_BOUNDS_*, C10_WARP_SIZE, CUDA_KERNEL_ASSERT
 //
 // The launch (xvendor.port.launch, kind "accessor") builds the accessor from a torch tensor
@@ -151,6 +153,36 @@ template <bool c> struct AccumulateType<int, c> { using type = int64_t; };
 template <bool c> struct AccumulateType<int64_t, c> { using type = int64_t; };
 template <typename T, bool is_cuda = true> using acc_type = typename AccumulateType<T, is_cuda>::type;
 template <typename T> using opmath_type = acc_type<T, true>;
+
+// ATen's TensorInfo (ATen/cuda/detail/TensorInfo.cuh), which extensions pass to kernels by
+// value: a data pointer, sizes and strides of up to MAX_TENSORINFO_DIMS dimensions (elements),
+// the number of dimensions; IndexToOffset maps a linear index of the (row-major) logical
+// shape to the element offset through the strides.
+#ifndef MAX_TENSORINFO_DIMS
+#define MAX_TENSORINFO_DIMS 25
+#endif
+namespace cuda {
+namespace detail {
+template <typename T, typename IndexType> struct TensorInfo {
+  T *data;
+  IndexType sizes[MAX_TENSORINFO_DIMS];
+  IndexType strides[MAX_TENSORINFO_DIMS];
+  int dims;
+  bool isContiguous() const { return dims == 1 && strides[0] == 1; }
+};
+template <typename T, typename IndexType, int Dims> struct IndexToOffset {
+  static IndexType get(IndexType linearId, const TensorInfo<T, IndexType> &info) {
+    IndexType offset = 0;
+    for (int i = (Dims > 0 ? Dims : info.dims) - 1; i > 0; --i) {
+      IndexType cur = linearId % info.sizes[i];
+      linearId /= info.sizes[i];
+      offset += cur * info.strides[i];
+    }
+    return offset + linearId * info.strides[0];
+  }
+};
+}  // namespace detail
+}  // namespace cuda
 }  // namespace at
 
 namespace torch {
