@@ -957,7 +957,7 @@ inline void __nanosleep(unsigned int) {}
 // promise (the overlap is lost, not the meaning). A block-scope `cuda::barrier` initialised
 // for the whole block is a work-group barrier: `arrive_and_wait()`, and `wait(arrive())`
 // when every thread arrives then waits. A barrier initialised for another count than the
-// block's threads cannot be that and stops the kernel (__trap) instead of synchronising
+// block's threads cannot be that and stops the kernel at `init` (__trap) instead of synchronising
 // wrongly; other scopes (device, system) are not declared. Pipelines (`cuda::pipeline`,
 // `__pipeline_*`) stay refused.
 namespace cuda {
@@ -972,13 +972,12 @@ template <thread_scope Scope> struct barrier {
   std::ptrdiff_t expected_;  // no constructor: it lives in __shared__ memory, as in CUDA
   struct arrival_token {};
   arrival_token arrive() { return {}; }
-  void wait(arrival_token &&) const {
-    if (expected_ != std::ptrdiff_t(xvc::item().get_local_range().size())) __trap();
-    __syncthreads();
-  }
+  void wait(arrival_token &&) const { __syncthreads(); }
   void arrive_and_wait() { wait(arrive()); }
 };
+// the count is checked where it is given (the barrier itself stays a plain work-group barrier)
 template <thread_scope Scope> inline void init(barrier<Scope> *b, std::ptrdiff_t expected) {
+  if (expected != std::ptrdiff_t(xvc::item().get_local_range().size())) __trap();
   b->expected_ = expected;
 }
 template <class Size, thread_scope Scope>
