@@ -53,7 +53,8 @@ for _t in ("unsigned long", "unsigned long long", "unsigned long int", "unsigned
            "size_t", "uint64_t", "uintptr_t"):
     SCALARS[_t] = ("uint64_t", "u64")
 SCALARS["bool"] = ("int32_t", "bool")
-for _t in ("float", "half", "__half", "__nv_bfloat16", "nv_bfloat16"):
+for _t in ("float", "half", "__half", "__nv_bfloat16", "nv_bfloat16", "at::Half", "c10::Half",
+           "at::BFloat16", "c10::BFloat16"):
     SCALARS[_t] = ("float", "f32")
 SCALARS["double"] = ("double", "f64")
 

@@ -513,7 +513,7 @@ def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> Non
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
-_SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
+_SCALAR_TYPES = {"Half": "c10::Half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
                  "Int": "int32_t", "Long": "int64_t", "Short": "int16_t", "Char": "int8_t",
                  "Byte": "uint8_t", "Bool": "bool"}
 
@@ -524,7 +524,7 @@ def _dispatch_types(unit, launch) -> dict:
 
 def _dispatch_types_at(unit, node) -> dict:
     """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
-    -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
+    -> {"scalar_t": ["float", "double", "c10::Half"]}: the aliases the enclosing PyTorch
     dispatch macros bind, and the C++ types they bind them to (c10's Half/BFloat16 as CUDA's);
     also the names a dispatch macro of the unit's own binds (NOTE [project dispatch macros]).
     Every enclosing dispatch call counts (nested ones bind different names)."""
@@ -595,13 +595,13 @@ def _at_dispatch(unit, n, name) -> dict:
     if "INTEGRAL" in name or "ALL_TYPES" in name:
         types += _INTS
     if "HALF" in name:
-        types.append("__half")
+        types.append("c10::Half")  # ATen's own Half (NOTE [c10::Half] in the torch compat header)
     if re.search(r"_AND\d?$", name):
         args = node_text(unit.source, n.child_by_field_name("arguments"))
         for m in re.finditer(r"\b(?:k|ScalarType::)(Half|BFloat16|Float|Double|Int|Long|Short|Char|Byte|Bool)\b", args):
             types.append(_SCALAR_TYPES[m.group(1)])
     if "REDUCED_FLOATING" in name:
-        types = ["__half", "__nv_bfloat16"]
+        types = ["c10::Half", "__nv_bfloat16"]
     return {"scalar_t": list(dict.fromkeys(types))} if types else {}
 
 

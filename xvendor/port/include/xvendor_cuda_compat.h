@@ -155,7 +155,10 @@ using half = sycl::half;
 
 // __nv_bfloat16: xv::bf16's storage bits with CUDA's implicit conversions and arithmetic.
 struct __nv_bfloat16 {
-  uint16_t __x;
+  union {  // `x` too: ATen's c10::BFloat16 (this type in extensions) names its bits so
+    uint16_t __x;
+    uint16_t x;
+  };
   __nv_bfloat16() = default;
   __nv_bfloat16(float f) : __x(xv::from_f32<xv::bf16>(f).bits) {}
   __nv_bfloat16(double f) : __nv_bfloat16(float(f)) {}
