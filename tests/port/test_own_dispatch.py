@@ -1,7 +1,8 @@
 """tests/port/cuda/own_dispatch.cu: a launch inside a dispatch macro the file defines itself
 (a run-time switch binding ``static constexpr Combine C = ADD;`` or ``using acc_t = double;``
 per case before calling the lambda it is given) takes each value the macro binds, also
-through two nested macros (NOTE [project dispatch macros]). Before, the launch gave no
+through three nested macros, one binding the name its caller gives
+(``FLAG_SWITCH(cond, kScale, ...)``) (NOTE [project dispatch macros]). Before, the launch gave no
 instantiation ('template kernel with no instantiation found')."""
 
 import pytest
@@ -18,7 +19,8 @@ def test_bound_values_instantiate():
     assert rep.status == "ok"
     got = sorted([tuple(i.args) for i in rep.instantiations] +
                  [tuple(a) for a in rep.deferred])
-    want = sorted((("float", a, c, "2") for c in ("ADD", "MUL", "MAXIMUM") for a in ("double", "float")))
+    want = sorted((("float", a, c, k) for c in ("ADD", "MUL", "MAXIMUM") for a in ("double", "float")
+                   for k in ("3", "2")))
     assert got == want
 
 
@@ -31,6 +33,7 @@ def test_each_binding_runs(cuda_module, n, block):
     refs = {"ADD": xd + yd, "MUL": xd * yd, "MAXIMUM": torch.maximum(xd, yd)}
     for c, ref in refs.items():
         for acc in ("float", "double"):
-            out = torch.full((n,), float("nan"))
-            m[f"combine<float, {acc}, {c}, 2>"][(n + block - 1) // block, block](x, y, out, n)
-            torch.testing.assert_close(out.double(), 2 * ref, rtol=1e-6, atol=1e-6)
+            for k in (2, 3):
+                out = torch.full((n,), float("nan"))
+                m[f"combine<float, {acc}, {c}, {k}>"][(n + block - 1) // block, block](x, y, out, n)
+                torch.testing.assert_close(out.double(), k * ref, rtol=1e-6, atol=1e-6)

@@ -536,7 +536,14 @@ def _dispatch_types_at(unit, node) -> dict:
             f = n.child_by_field_name("function")
             name = node_text(unit.source, f) if f is not None else ""
             if name in own:
-                for k, v in own[name].items():
+                params, binds = own[name]
+                given = [x for x in n.child_by_field_name("arguments").named_children if x.type != "comment"]
+                for k, v in binds.items():
+                    if k in params:  # BOOL_SWITCH(cond, kFlag, ...): the name is an argument
+                        i = params.index(k)
+                        if i >= len(given):
+                            continue
+                        k = node_text(unit.source, given[i]).strip()
                     out.setdefault(k, v)
             elif name.startswith("AT_DISPATCH_"):
                 for k, v in _at_dispatch(unit, n, name).items():
@@ -551,7 +558,9 @@ def _dispatch_types_at(unit, node) -> dict:
 # `#define DISPATCH_OP(op, ...) [&] { switch (op) { case SUM: { static constexpr Op OP = SUM;
 # return __VA_ARGS__(); } ... } }()`. A launch inside such a macro's lambda that names OP
 # takes each value the macro binds it to (`constexpr`/`const` variables, `using`/`typedef`
-# aliases written in its replacement text).
+# aliases written in its replacement text). The bound name may be one of the macro's
+# parameters (`BOOL_SWITCH(cond, kFlag, [&] {...})` binding `static constexpr bool CONST_NAME
+# = true;`): then the name is the argument given at the use.
 _BINDING = re.compile(r"\b(?:constexpr|const)\b[^;=(){}]*?\b([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
                       r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
                       r"\btypedef\s+([^;{}]+?)\s+([A-Za-z_]\w*)\s*;")
@@ -566,21 +575,22 @@ def _own_dispatch_macros(unit) -> dict:
         for m in _DEFINE.finditer(unit.source):
             params = [p.strip() for p in m.group(2).decode(errors="replace").split(",")]
             body = m.group(3).decode(errors="replace").replace("\\\n", " ")
-            called = [p if p != "..." else "__VA_ARGS__" for p in params if p]
-            if not any(re.search(rf"\b{re.escape(c)}\s*\)?\s*\(\s*\)", body) for c in called):
+            called = [c for c in (p if p != "..." else "__VA_ARGS__" for p in params if p)
+                      if re.search(rf"\b{re.escape(c)}\s*\)?\s*\(\s*\)", body)]
+            if not called:
                 continue
             binds: dict = {}
             for b in _BINDING.finditer(body):
                 name, value = (b.group(1), b.group(2)) if b.group(1) else \
                     (b.group(3), _Type(b.group(4))) if b.group(3) else (b.group(6), _Type(b.group(5)))
-                if name in called:
+                if name in called:  # the lambda parameter itself
                     continue
                 vals = binds.setdefault(name, [])
                 value = type(value)(" ".join(value.split()))
                 if value not in vals:
                     vals.append(value)
             if binds:
-                cached.setdefault(m.group(1).decode(), binds)
+                cached.setdefault(m.group(1).decode(), ([p for p in params if p], binds))
         unit.__dict__["_xv_dispatch_macros"] = cached
     return cached
 

@@ -36,6 +36,18 @@ const std::map<std::string, Combine> combine_of = {{"add", ADD}, {"mul", MUL}, {
     }                                             \
   }()
 
+// the bound name given by the caller (a macro parameter)
+#define FLAG_SWITCH(COND, NAME, ...)              \
+  [&] {                                           \
+    if (COND) {                                   \
+      static constexpr int NAME = 3;              \
+      return __VA_ARGS__();                       \
+    } else {                                      \
+      static constexpr int NAME = 2;              \
+      return __VA_ARGS__();                       \
+    }                                             \
+  }()
+
 template <typename T, typename A, Combine C, int SCALE>
 __global__ void combine(const T *x, const T *y, T *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -48,7 +60,9 @@ __global__ void combine(const T *x, const T *y, T *out, int n) {
 void launch(const float *x, const float *y, float *out, int n, std::string op, bool wide) {
   DISPATCH_COMBINE(op, [&] {
     DISPATCH_WIDE(wide, [&] {
-      combine<float, acc_t, C, 2><<<(n + 255) / 256, 256>>>(x, y, out, n);
+      FLAG_SWITCH(n > 100, kScale, [&] {
+        combine<float, acc_t, C, kScale><<<(n + 255) / 256, 256>>>(x, y, out, n);
+      });
     });
   });
 }
