@@ -8,7 +8,9 @@ times.
 DIR is a checkout of a public project (e.g. extracted with ``git --git-dir=<mirror>
 archive HEAD | tar -x``); it is read in place and never copied into this repository. SUBs
 restrict the corpus to those sub-folders. Every ``.cu`` file is one translation unit; a
-``.cuh`` that no ``.cu`` of the corpus includes is one too. Each unit is translated and
+``.cuh`` that no ``.cu`` of the corpus includes is one too. Kernels defined in ``.h``/``.hpp``
+headers that the corpus's ``.cu``/``.cuh`` files include (directly or through other headers)
+are counted, never as units of their own (NOTE [kernels in C++ headers]). Each unit is translated and
 built in a fresh process (a crash or hang costs that unit only), with ``-I`` set to the
 unit's folder and its parents up to the corpus root, and every folder of the corpus named
 ``include``/``inc``/``common``.
@@ -83,14 +85,31 @@ def units(root: Path, subs: list, exclude=()) -> tuple[list, dict]:
     """(translation units, {file: [kernel names]}) of a corpus; files under a folder named
     in ``exclude`` are left out."""
     tops = [root / s for s in subs] if subs else [root]
-    files = sorted({p for t in tops for ext in ("*.cu", "*.cuh") for p in t.rglob(ext)
-                    if not set(p.relative_to(root).parts[:-1]) & set(exclude)})
+
+    def under(exts):
+        return sorted({p for t in tops for ext in exts for p in t.rglob(ext)
+                       if not set(p.relative_to(root).parts[:-1]) & set(exclude)})
+    files = under(("*.cu", "*.cuh"))
     found = {str(p): kernels_in_text(p.read_bytes()) for p in files}
     included = set()
     for p in files:
         for inc in _INCLUDE.findall(p.read_bytes()):
             included.add(Path(inc.decode()).name)
     tus = [p for p in files if p.suffix == ".cu" or p.name not in included]
+    # NOTE [kernels in C++ headers]: a kernel defined in a .h/.hpp that a .cu/.cuh of the
+    # corpus includes is counted too (never a unit of its own: it is reached through the
+    # units that include it, and takes its best verdict like a .cuh kernel); one included
+    # only by host .cpp files, or by nothing, is not CUDA the corpus compiles with nvcc.
+    # Matched by file name as the tool reports it; a header name included by several .cu
+    # files counts once (keyed by its path).
+    reached = set(included)
+    for _ in range(3):  # headers included by included headers
+        for p in under(("*.h", "*.hpp")):
+            if p.name in reached:
+                reached.update(Path(i.decode()).name for i in _INCLUDE.findall(p.read_bytes()))
+    for p in under(("*.h", "*.hpp")):
+        if p.name in reached:
+            found[str(p)] = kernels_in_text(p.read_bytes())
     return tus, {f: k for f, k in found.items() if k}
 
 

@@ -143,5 +143,5 @@ def test_at_dispatch_aliases_instantiate_per_dispatched_type():
     """
     t = translate.translate(parse.parse_source(src))
     assert [i.args for i in t.report("scale").instantiations] == [
-        ["float"], ["double"], ["__half"], ["__nv_bfloat16"]]
+        ["float"], ["double"], ["c10::Half"], ["__nv_bfloat16"]]
     assert "Functor" not in t.source and "AT_DISPATCH" not in t.source

@@ -79,7 +79,7 @@ def _declared(unit, item) -> set:
         if not inner:
             return set()
         n = inner[-1]
-    out = set()
+    out = set(_macro_declared(unit, n))
     if n.type == "function_definition":
         d = function_declarator(n.child_by_field_name("declarator"))
         if d is not None and d.child_by_field_name("declarator") is not None:
@@ -108,6 +108,80 @@ def _declared(unit, item) -> set:
         if ids:
             out.add(node_text(s, ids[-1]))
     return out
+
+
+# NOTE [declarations through a macro]: a project can declare a family of device types or
+# functions with one function-like macro used at file scope, ``#define ATOMIC(NAME) template
+# <class T> struct Atomic##NAME##Impl {...};`` then ``ATOMIC(Add)``. The parser sees only a
+# call ``ATOMIC(Add)``, which declares nothing by name, so the closure dropped it and every
+# use of ``AtomicAddImpl`` was undeclared. The use is expanded here (parameters replaced by
+# the arguments, ``##`` pasted, nested uses of the unit's function-like macros expanded up
+# to 4 deep) and the expansion parsed on its own: the names its declarations declare are
+# the use's. The use itself stays in the output as written (the macro does the rest).
+_FN_MACRO = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_USE = re.compile(r"\s*(\w+)\s*\(")
+
+
+def _function_macros(unit) -> dict:
+    defs = unit.__dict__.get("_xv_fn_macros")
+    if defs is None:
+        defs = {}
+        for m in _FN_MACRO.finditer(unit.source):
+            params = [p.strip() for p in m.group(2).decode(errors="replace").split(",") if p.strip()]
+            body = m.group(3).decode(errors="replace").replace("\\\n", "\n")
+            defs.setdefault(m.group(1).decode(), (params, body))
+        unit.__dict__["_xv_fn_macros"] = defs
+    return defs
+
+
+def _expand_uses(text: str, defs: dict, depth: int = 0) -> str:
+    """``text`` with every use of a macro of ``defs`` replaced by its expansion."""
+    if depth > 4:
+        return text
+    out, i = [], 0
+    for m in re.finditer(r"\b(\w+)\s*\(", text):
+        if m.start() < i or m.group(1) not in defs:
+            continue
+        depth_p, j = 1, m.end()
+        while j < len(text) and depth_p:
+            depth_p += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        if depth_p:
+            break
+        params, body = defs[m.group(1)]
+        args = [a.strip() for a in parse.split_template_args(text[m.end():j - 1])] if params else []
+        if params and params[-1] != "..." and len(args) != len(params):
+            continue
+        env = dict(zip(params, args))
+        if params and params[-1] == "...":
+            env["__VA_ARGS__"] = ", ".join(args[len(params) - 1:])
+        body = re.sub(r"(?<!#)#(?!#)\s*(\w+)", lambda x: x.group(0) if x.group(1) not in env
+                      else '"' + env[x.group(1)] + '"', body) if env else body
+        body = re.sub(r"\b\w+\b", lambda x: env.get(x.group(0), x.group(0)), body)
+        body = re.sub(r"\s*##\s*", "", body)
+        out.append(text[i:m.start()])
+        out.append(_expand_uses(body, {k: v for k, v in defs.items() if k != m.group(1)}, depth + 1))
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _macro_declared(unit, n) -> set:
+    """Names a file-scope use of a function-like macro declares (NOTE [declarations through
+    a macro]); empty for anything else."""
+    text = node_text(unit.source, n)
+    m = _USE.match(text)
+    defs = _function_macros(unit) if m else {}
+    if not m or m.group(1) not in defs:
+        return set()
+    expanded = _expand_uses(text, defs)
+    if expanded == text:
+        return set()
+    try:
+        sub = parse.parse_source(expanded.encode(), "<macro>")
+    except parse.ParseError:
+        return set()
+    return {nm for it in items(sub) for nm in _declared(sub, it)}
 
 
 def _is_device_code(unit, item) -> bool:

@@ -28,9 +28,11 @@ UNSUPPORTED = [
     (r"\bglobaltimer\b", "global-timer register (%globaltimer)"),
     (r"\b(__shfl|__shfl_down|__shfl_up|__shfl_xor|__any|__all|__ballot)\s*\(",
      "pre-CUDA-9 warp intrinsics without a mask (use the *_sync forms)"),
-    (r"\b(__cluster_dims__|cluster_group|this_cluster|__pipeline_\w+|cuda::pipeline|"
-     r"cp\.async|__cp_async\w*|cuda::memcpy_async|memcpy_async)\b",
-     "asynchronous copies / thread-block clusters (Hopper TMA, pipelines)"),
+    # memcpy_async with a barrier or cg::wait is translated (NOTE [synchronous async copies]
+    # in the compat header); pipelines and clusters are not
+    (r"\b(__cluster_dims__|cluster_group|this_cluster|__pipeline_\w+|cuda::pipeline|make_pipeline|"
+     r"cp\.async|__cp_async\w*)\b",
+     "asynchronous-copy pipelines / thread-block clusters (Hopper TMA, cuda::pipeline)"),
 ]
 UNSUPPORTED = [(re.compile(p), r) for p, r in UNSUPPORTED]
 
@@ -51,7 +53,8 @@ for _t in ("unsigned long", "unsigned long long", "unsigned long int", "unsigned
            "size_t", "uint64_t", "uintptr_t"):
     SCALARS[_t] = ("uint64_t", "u64")
 SCALARS["bool"] = ("int32_t", "bool")
-for _t in ("float", "half", "__half", "__nv_bfloat16", "nv_bfloat16"):
+for _t in ("float", "half", "__half", "__nv_bfloat16", "nv_bfloat16", "at::Half", "c10::Half",
+           "at::BFloat16", "c10::BFloat16"):
     SCALARS[_t] = ("float", "f32")
 SCALARS["double"] = ("double", "f64")
 

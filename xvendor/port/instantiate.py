@@ -318,13 +318,26 @@ def _host_bindings(unit, launch, args) -> list:
     host = unit.function(launch.host)
     own = [t for _, t in host.template_params] if host is not None else []
     dispatch = _dispatch_types(unit, launch)
-    if dispatch:  # inside AT_DISPATCH_*: scalar_t / index_t take each dispatched type
+    named = {k: v for k, v in dispatch.items() if any(re.search(rf"\b{re.escape(k)}\b", a) for a in args)}
+    if named:  # inside AT_DISPATCH_* (or the unit's own): each combination of the bound values
+        combos = [list(args)]
+        for alias, types in named.items():
+            combos = [[_fold(re.sub(rf"\b{re.escape(alias)}\b", str(t), a)) for a in c]
+                      for c in combos for t in types]
         out = []
-        for alias, types in dispatch.items():
-            for t in types:
-                out.append([re.sub(rf"\b{alias}\b", t, a) for a in args])
-        if len(dispatch) == 1:
-            return [o for o in out if not _runtime_values(unit, launch, o)]
+        for c in combos:
+            if c not in out and not _runtime_values(unit, launch, c):
+                out.append(c)
+        if not any(re.search(rf"\b{re.escape(t)}\b", a) for a in out[0] for t in own) if out else True:
+            return out
+        args_list = out
+        out = []
+        for env in host_envs(unit, host):
+            for c in args_list:
+                got = [_fold(_subst(a, env)) for a in c]
+                if got not in out and not _runtime_values(unit, launch, got):
+                    out.append(got)
+        return out
     if not any(re.search(rf"\b{re.escape(t)}\b", a) for a in args for t in own):
         return [] if _runtime_values(unit, launch, args) else [args]
     out = []
@@ -500,7 +513,7 @@ def _add_through_caller(unit, host, caller, call, env, depth, stack, out) -> Non
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
-_SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
+_SCALAR_TYPES = {"Half": "c10::Half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
                  "Int": "int32_t", "Long": "int64_t", "Short": "int16_t", "Char": "int8_t",
                  "Byte": "uint8_t", "Bool": "bool"}
 
@@ -511,20 +524,79 @@ def _dispatch_types(unit, launch) -> dict:
 
 def _dispatch_types_at(unit, node) -> dict:
     """``AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "op", [&] { k<scalar_t><<<..>>> })``
-    -> {"scalar_t": ["float", "double", "__half"]}: the aliases the enclosing PyTorch
-    dispatch macro binds, and the C++ types it binds them to (c10's Half/BFloat16 as CUDA's)."""
+    -> {"scalar_t": ["float", "double", "c10::Half"]}: the aliases the enclosing PyTorch
+    dispatch macros bind, and the C++ types they bind them to (c10's Half/BFloat16 as CUDA's);
+    also the names a dispatch macro of the unit's own binds (NOTE [project dispatch macros]).
+    Every enclosing dispatch call counts (nested ones bind different names)."""
+    out: dict = {}
+    own = _own_dispatch_macros(unit)
     n = node.parent
-    while n is not None and n.type != "function_definition":
+    while n is not None and n.type not in ("function_definition", "translation_unit"):
         if n.type == "call_expression":
             f = n.child_by_field_name("function")
             name = node_text(unit.source, f) if f is not None else ""
-            if name.startswith("AT_DISPATCH_"):
-                break
+            if name in own:
+                params, binds = own[name]
+                given = [x for x in n.child_by_field_name("arguments").named_children if x.type != "comment"]
+                for k, v in binds.items():
+                    if k in params:  # BOOL_SWITCH(cond, kFlag, ...): the name is an argument
+                        i = params.index(k)
+                        if i >= len(given):
+                            continue
+                        k = node_text(unit.source, given[i]).strip()
+                    out.setdefault(k, v)
+            elif name.startswith("AT_DISPATCH_"):
+                for k, v in _at_dispatch(unit, n, name).items():
+                    out.setdefault(k, v)
         n = n.parent
-    else:
-        return {}
-    if n is None or n.type == "function_definition":
-        return {}
+    return out
+
+
+# NOTE [project dispatch macros]: extensions write their own dispatch in the style of
+# AT_DISPATCH_*, a function-like macro that switches on a run-time value and binds a
+# compile-time name per case before calling the lambda it is given:
+# `#define DISPATCH_OP(op, ...) [&] { switch (op) { case SUM: { static constexpr Op OP = SUM;
+# return __VA_ARGS__(); } ... } }()`. A launch inside such a macro's lambda that names OP
+# takes each value the macro binds it to (`constexpr`/`const` variables, `using`/`typedef`
+# aliases written in its replacement text). The bound name may be one of the macro's
+# parameters (`BOOL_SWITCH(cond, kFlag, [&] {...})` binding `static constexpr bool CONST_NAME
+# = true;`): then the name is the argument given at the use.
+_BINDING = re.compile(r"\b(?:constexpr|const)\b[^;=(){}]*?\b([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
+                      r"\busing\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+?)\s*;|"
+                      r"\btypedef\s+([^;{}]+?)\s+([A-Za-z_]\w*)\s*;")
+
+
+def _own_dispatch_macros(unit) -> dict:
+    """Function-like macros of the unit that call a lambda they are given (``__VA_ARGS__()``
+    or a parameter called) after binding names: macro -> {name: [values, in order]}."""
+    cached = unit.__dict__.get("_xv_dispatch_macros")
+    if cached is None:
+        cached = {}
+        for m in _DEFINE.finditer(unit.source):
+            params = [p.strip() for p in m.group(2).decode(errors="replace").split(",")]
+            body = m.group(3).decode(errors="replace").replace("\\\n", " ")
+            called = [c for c in (p if p != "..." else "__VA_ARGS__" for p in params if p)
+                      if re.search(rf"\b{re.escape(c)}\s*\)?\s*\(\s*\)", body)]
+            if not called:
+                continue
+            binds: dict = {}
+            for b in _BINDING.finditer(body):
+                name, value = (b.group(1), b.group(2)) if b.group(1) else \
+                    (b.group(3), _Type(b.group(4))) if b.group(3) else (b.group(6), _Type(b.group(5)))
+                if name in called:  # the lambda parameter itself
+                    continue
+                vals = binds.setdefault(name, [])
+                value = type(value)(" ".join(value.split()))
+                if value not in vals:
+                    vals.append(value)
+            if binds:
+                cached.setdefault(m.group(1).decode(), ([p for p in params if p], binds))
+        unit.__dict__["_xv_dispatch_macros"] = cached
+    return cached
+
+
+def _at_dispatch(unit, n, name) -> dict:
+    """The aliases PyTorch's ``AT_DISPATCH_*`` call ``n`` binds."""
     if "INDEX_TYPES" in name:
         return {"index_t": ["int32_t", "int64_t"]}
     types = []
@@ -533,13 +605,13 @@ def _dispatch_types_at(unit, node) -> dict:
     if "INTEGRAL" in name or "ALL_TYPES" in name:
         types += _INTS
     if "HALF" in name:
-        types.append("__half")
+        types.append("c10::Half")  # ATen's own Half (NOTE [c10::Half] in the torch compat header)
     if re.search(r"_AND\d?$", name):
         args = node_text(unit.source, n.child_by_field_name("arguments"))
         for m in re.finditer(r"\b(?:k|ScalarType::)(Half|BFloat16|Float|Double|Int|Long|Short|Char|Byte|Bool)\b", args):
             types.append(_SCALAR_TYPES[m.group(1)])
     if "REDUCED_FLOATING" in name:
-        types = ["__half", "__nv_bfloat16"]
+        types = ["c10::Half", "__nv_bfloat16"]
     return {"scalar_t": list(dict.fromkeys(types))} if types else {}
 
 

@@ -268,15 +268,25 @@ _MAX_CONTAINED = 400  # parse rounds at most: a file that is mostly not C++ stay
 def _macro_effects(src: bytes) -> dict:
     """Macro name -> the braces and semicolons its replacement holds (``b"{"``, ``b"};"``),
     for the macros whose replacement holds any (the first definition of each name)."""
-    out = {}
+    out, bodies = {}, {}
     for m in _MACRO_DEF.finditer(src):
         body = m.group(2)
         if body.startswith(b"("):  # function-like: the replacement follows the parameters
             body = body[body.find(b")") + 1:] if b")" in body else b""
         body = re.sub(rb'"(?:[^"\\\n]|\\.)*"|' + rb"'(?:[^'\\\n]|\\.)*'|//[^\n]*|/\*.*?\*/", b"", body, flags=re.S)
-        eff = bytes(c for c in body if c in b"{};")
-        if eff and m.group(1) not in out:
-            out[m.group(1)] = eff
+        bodies.setdefault(m.group(1), body)
+    # a macro whose replacement uses another macro has its effects too (``#define BOTH(N)
+    # DECLARE(N, a * b)``), in the order written; a few rounds reach nested uses
+    for _ in range(4):
+        new = {}
+        for name, body in bodies.items():
+            eff = b"".join(out.get(t, b"") if t[:1] not in b"{};" else t
+                           for t in re.findall(rb"[A-Za-z_]\w*|[{};]", body) if t != name)
+            if eff:
+                new[name] = eff
+        if new == out:
+            break
+        out = new
     return out
 
 

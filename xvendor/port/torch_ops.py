@@ -861,7 +861,7 @@ def _indent(lines: list) -> list:
 
 
 _INTS = ["int64_t", "int32_t", "int16_t", "int8_t", "uint8_t"]
-_SCALAR_TYPES = {"Half": "__half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
+_SCALAR_TYPES = {"Half": "c10::Half", "BFloat16": "__nv_bfloat16", "Float": "float", "Double": "double",
                  "Int": "int32_t", "Long": "int64_t", "Short": "int16_t", "Char": "int8_t",
                  "Byte": "uint8_t", "Bool": "bool"}
 
@@ -877,11 +877,11 @@ def dispatch_types(name: str, extra: str) -> list:
     if "INTEGRAL" in name or "ALL_TYPES" in name:
         types += _INTS
     if "HALF" in name:
-        types.append("__half")
+        types.append("c10::Half")  # ATen's own Half (NOTE [c10::Half] in the torch compat header)
     for m in re.finditer(r"\b(?:k|ScalarType::)(Half|BFloat16|Float|Double|Int|Long|Short|Char|Byte|Bool)\b", extra):
         types.append(_SCALAR_TYPES[m.group(1)])
     if "REDUCED_FLOATING" in name:
-        types = ["__half", "__nv_bfloat16"]
+        types = ["c10::Half", "__nv_bfloat16"]
     return list(dict.fromkeys(types))
 
 
@@ -1015,7 +1015,7 @@ def ops_module(unit, namespace: str, source_path: str, include_dirs=(), defines=
 # factory calls; the dispatch alias is the C++ type the ported kernel was instantiated for.
 _modules: dict = {}
 
-KERNEL_DTYPES = {"torch.float32": "float", "torch.float64": "double", "torch.float16": "__half",
+KERNEL_DTYPES = {"torch.float32": "float", "torch.float64": "double", "torch.float16": "c10::Half",
                  "torch.bfloat16": "__nv_bfloat16", "torch.int32": "int32_t",
                  "torch.int64": "int64_t", "torch.int16": "int16_t", "torch.int8": "int8_t",
                  "torch.uint8": "uint8_t", "torch.bool": "bool"}
@@ -1142,7 +1142,7 @@ def targ(v):
 
 
 def acc_type(t):
-    return {"__half": "float", "__nv_bfloat16": "float", "float": "float", "double": "double"}.get(t, "int64_t")
+    return {"__half": "float", "c10::Half": "float", "__nv_bfloat16": "float", "float": "float", "double": "double"}.get(t, "int64_t")
 
 
 def sizeof(t):

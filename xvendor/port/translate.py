@@ -158,6 +158,9 @@ def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     if any(n.type == "gnu_asm_expression" and not any(a <= n.start_byte < b for a, b in dead)
            for n in walk(fn.node)):
         return "inline PTX (asm)"
+    through = _asm_macro(unit, text)
+    if through:
+        return f"inline PTX (asm, through the macro '{through}')"
     body = fn.node.child_by_field_name("body")
     for rx, reason in constructs.UNSUPPORTED:
         if rx.search(text):
@@ -172,6 +175,52 @@ def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
                                                node_text(unit.source, c) == "__shared__"
                                                for c in n.children) and n.has_error:
                 return f"a __shared__ declaration the parser could not read (line {n.start_point[0] + 1})"
+    return ""
+
+
+# NOTE [PTX through a macro]: hand-written tensor-core and async-copy code hides its inline
+# PTX in a header's macros (``#define LDMATRIX_X4(R0, R1, R2, R3, addr) asm volatile(...)``);
+# the kernel names only the macro, so the asm check missed it and the kernel failed to
+# compile on whatever came next instead of being refused for the PTX. A macro counts when
+# every definition of it in a branch the SYCL compile may take spells ``asm`` (itself or
+# through the macros it uses): one definition with a portable fallback is no reason.
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\b|__volatile__\b)?\s*\(")
+_MACRO_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _macro_bodies(unit) -> dict:
+    """name -> [replacement texts of its definitions outside branches never compiled]."""
+    got = unit.__dict__.get("_xv_macro_bodies")
+    if got is None:
+        got = {}
+        for n in walk(unit.tree.root_node):
+            if n.type in ("preproc_def", "preproc_function_def") and conditions.active(unit, n) is not False:
+                nm, v = n.child_by_field_name("name"), n.child_by_field_name("value")
+                if nm is not None:
+                    got.setdefault(node_text(unit.source, nm), []).append(
+                        node_text(unit.source, v) if v is not None else "")
+        unit.__dict__["_xv_macro_bodies"] = got
+    return got
+
+
+def _asm_macro(unit, text: str) -> str:
+    """The first macro ``text`` uses that expands to inline PTX (NOTE [PTX through a macro])."""
+    bodies = _macro_bodies(unit)
+    memo = unit.__dict__.setdefault("_xv_asm_macros", {})
+
+    def spells_asm(name, depth=0):
+        if name in memo:
+            return memo[name]
+        memo[name] = False  # a recursive use ends here
+        defs = bodies.get(name, [])
+        ok = bool(defs) and depth < 6 and all(
+            _ASM.search(b) or any(spells_asm(m, depth + 1) for m in set(_MACRO_NAME.findall(b))
+                                  if m in bodies and m != name) for b in defs)
+        memo[name] = ok
+        return ok
+    for m in dict.fromkeys(_MACRO_NAME.findall(text)):
+        if m in bodies and spells_asm(m):
+            return m
     return ""
 
 

@@ -35,6 +35,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #define __global__
@@ -154,7 +155,10 @@ using half = sycl::half;
 
 // __nv_bfloat16: xv::bf16's storage bits with CUDA's implicit conversions and arithmetic.
 struct __nv_bfloat16 {
-  uint16_t __x;
+  union {  // `x` too: ATen's c10::BFloat16 (this type in extensions) names its bits so
+    uint16_t __x;
+    uint16_t x;
+  };
   __nv_bfloat16() = default;
   __nv_bfloat16(float f) : __x(xv::from_f32<xv::bf16>(f).bits) {}
   __nv_bfloat16(double f) : __nv_bfloat16(float(f)) {}
@@ -948,3 +952,55 @@ using ::xvc_ldexpf;
 // __nanosleep(ns): CUDA documents a sleep of approximately ns, anywhere in [0, 2 * ns]: a
 // scheduling hint in spin-wait loops, never a guarantee. Zero is in the range: a no-op.
 inline void __nanosleep(unsigned int) {}
+
+// ----------------------------------------------------------------------------- cuda::barrier, memcpy_async
+// NOTE [synchronous async copies]: `cuda::memcpy_async(dst, src, n, bar)` / the group forms
+// and `cooperative_groups::memcpy_async(g, dst, src, n)` + `cg::wait(g)` only promise that the
+// bytes are in place once the barrier (or wait) completes; copying at the call keeps that
+// promise (the overlap is lost, not the meaning). A block-scope `cuda::barrier` initialised
+// for the whole block is a work-group barrier: `arrive_and_wait()`, and `wait(arrive())`
+// when every thread arrives then waits. A barrier initialised for another count than the
+// block's threads cannot be that and stops the kernel at `init` (__trap) instead of synchronising
+// wrongly; other scopes (device, system) are not declared. Pipelines (`cuda::pipeline`,
+// `__pipeline_*`) stay refused.
+namespace cuda {
+enum thread_scope { thread_scope_system, thread_scope_device, thread_scope_block, thread_scope_thread };
+template <std::size_t Align> struct aligned_size_t {
+  std::size_t value;
+  explicit aligned_size_t(std::size_t v) : value(v) {}
+  operator std::size_t() const { return value; }
+};
+template <thread_scope Scope> struct barrier {
+  static_assert(Scope == thread_scope_block, "only block-scope cuda::barrier is translated");
+  std::ptrdiff_t expected_;  // no constructor: it lives in __shared__ memory, as in CUDA
+  struct arrival_token {};
+  arrival_token arrive() { return {}; }
+  void wait(arrival_token &&) const { __syncthreads(); }
+  void arrive_and_wait() { wait(arrive()); }
+};
+// the count is checked where it is given (the barrier itself stays a plain work-group barrier)
+template <thread_scope Scope> inline void init(barrier<Scope> *b, std::ptrdiff_t expected) {
+  if (expected != std::ptrdiff_t(xvc::item().get_local_range().size())) __trap();
+  b->expected_ = expected;
+}
+template <class Size, thread_scope Scope>
+inline void memcpy_async(void *dst, const void *src, Size n, barrier<Scope> &) {
+  std::memcpy(dst, src, std::size_t(n));
+}
+template <class Group, class Size, thread_scope Scope>
+inline void memcpy_async(const Group &g, void *dst, const void *src, Size n, barrier<Scope> &) {
+  unsigned char *d = static_cast<unsigned char *>(dst);
+  const unsigned char *s = static_cast<const unsigned char *>(src);
+  for (std::size_t i = g.thread_rank(); i < std::size_t(n); i += g.size()) d[i] = s[i];
+}
+}  // namespace cuda
+namespace cooperative_groups {
+template <class Group, class Size>
+inline void memcpy_async(const Group &g, void *dst, const void *src, Size n) {
+  unsigned char *d = static_cast<unsigned char *>(dst);
+  const unsigned char *s = static_cast<const unsigned char *>(src);
+  for (std::size_t i = g.thread_rank(); i < std::size_t(n); i += g.size()) d[i] = s[i];
+}
+template <class Group> inline void wait(const Group &g) { g.sync(); }
+template <unsigned N, class Group> inline void wait_prior(const Group &g) { g.sync(); }
+}  // namespace cooperative_groups
