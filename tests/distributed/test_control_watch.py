@@ -3,6 +3,7 @@ from the heartbeat thread's server-side wait, not with a store request per slice
 flag is seen within a beat of being set, the beats go on while the wait is held, and the
 watch moves on when the next epoch is proposed or stops with the heartbeat."""
 
+import contextlib
 import threading
 import time
 
@@ -15,30 +16,44 @@ TOKEN = "t0k3n-watch"
 
 
 class CountingKV(A.KV):
-    """Counts the requests that read an abort flag (what a slice of a collective costs)."""
+    """Counts the requests that test an abort flag (what a slice of a collective costs)
+    and those that read one's value (a reason read)."""
 
     def __init__(self):
         super().__init__()
-        self.abort_reads = 0
+        self.abort_reads = self.abort_gets = 0
 
     def apply(self, op, f):
-        if op == A.CHECK and any(b"/abort/" in k for k in f):
-            self.abort_reads += 1
+        if op in (A.CHECK, A.GET) and any(b"/abort/" in k for k in f):
+            if op == A.CHECK:
+                self.abort_reads += 1
+            else:
+                self.abort_gets += 1
         return super().apply(op, f)
+
+
+@contextlib.contextmanager
+def _watched(wait_for):
+    """A store server counting abort reads, member 3's control plane with its heartbeat's
+    watch armed on epoch 0 (one request to look before it was), and another client."""
+    kv = CountingKV()
+    server = A.StoreServer(TOKEN, "127.0.0.1", 0, kv)
+    try:
+        other = A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p")
+        hb = cp.Heartbeat(A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p"), 3, 0.05)
+        ctl = cp.Control(A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p"))
+        ctl.watch = hb
+        assert ctl.aborted(0) is False
+        wait_for(lambda: hb._armed == 0)
+        yield kv, ctl, other, hb
+    finally:
+        server.close()
 
 
 @pytest.mark.l1
 def test_the_abort_flag_is_read_from_the_heartbeat_wait_without_requests(wait_for):
-    kv = CountingKV()
-    server = A.StoreServer(TOKEN, "127.0.0.1", 0, kv)
-    try:
-        main = A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p")
-        other = A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p")
-        hb = cp.Heartbeat(A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p"), 3, 0.05)
-        ctl = cp.Control(main)
-        ctl.watch = hb
-        assert ctl.aborted(0) is False and kv.abort_reads == 1  # not watched yet: a request
-        wait_for(lambda: hb._armed == 0)
+    with _watched(wait_for) as (kv, ctl, other, hb):
+        assert kv.abort_reads == 1  # not watched yet: a request
         before, beats = kv.abort_reads, int(other.add(cp.key_hb(3), 0))
         for _ in range(500):  # 10 s of a collective's 20 ms slices
             assert ctl.aborted(0) is False
@@ -62,8 +77,6 @@ def test_the_abort_flag_is_read_from_the_heartbeat_wait_without_requests(wait_fo
         hb._thread.join(5)
         other.set(cp.key_abort(2), "x")
         assert ctl.aborted(2) is True  # a stopped watch: the store answers
-    finally:
-        server.close()
 
 
 @pytest.mark.l1
@@ -80,34 +93,12 @@ def test_without_a_wait_the_store_is_read_as_before():
         server.close()
 
 
-class ReadCountingKV(CountingKV):
-    """Counts the GETs of an abort flag too (a reason read)."""
-
-    def __init__(self):
-        super().__init__()
-        self.abort_gets = 0
-
-    def apply(self, op, f):
-        if op == A.GET and any(b"/abort/" in k for k in f):
-            self.abort_gets += 1
-        return super().apply(op, f)
-
-
 @pytest.mark.l1
 def test_the_watch_answer_carries_the_reason_and_the_next_epoch(wait_for):
     """NOTE [the next epoch in the abort flag]: the heartbeat's wait is answered with the
     flag's value; the reason (``sliced_wait``'s error) and the next epoch (``converge``'s
     first look) come from it, not from a request each."""
-    kv = ReadCountingKV()
-    server = A.StoreServer(TOKEN, "127.0.0.1", 0, kv)
-    try:
-        main = A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p")
-        other = A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p")
-        hb = cp.Heartbeat(A.AuthStore("127.0.0.1", server.port, TOKEN, prefix="p"), 3, 0.05)
-        ctl = cp.Control(main)
-        ctl.watch = hb
-        assert ctl.aborted(0) is False
-        wait_for(lambda: hb._armed == 0)
+    with _watched(wait_for) as (kv, ctl, other, hb):
         rec = {"members": [3, 4], "joins": 0, "why": "shrink", "epoch": 1}
         other.set(cp.key_abort(0), cp.abort_value("member(s) [9] dead: killed", (1, rec)))
         wait_for(lambda: ctl.aborted(0), 2.0)
@@ -119,8 +110,6 @@ def test_the_watch_answer_carries_the_reason_and_the_next_epoch(wait_for):
         assert ctl.abort_reason(5) == "member 2: a collective failed"
         assert ctl.next_from_abort(5) is None and kv.abort_gets == gets + 1
         hb.stop()
-    finally:
-        server.close()
 
 
 @pytest.mark.l1
