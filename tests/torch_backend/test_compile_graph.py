@@ -4,6 +4,8 @@ own op: the Dynamo graph holds ``torch._grouped_mm`` / ``rms_norm`` / ``topk`` /
 called torch; the compiled result equals eager. A call torch's rules refuse (fp64
 grouped_mm) keeps the xvendor op."""
 
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -123,3 +125,66 @@ def test_compiled_gradients_are_zero_where_no_group_owns_the_input(layout):
     want = torch.autograd.grad(step(a, b), (a, b))  # eager: xvendor's own autograd
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
+
+
+# NOTE [offs in a traced graph]: the compiled floor keeps eager's data rules on offs as a
+# device assert in the graph; each bad offs breaks one rule (order, sign, last end).
+_BAD_OFFS = {"decreasing": [5, 3, 20, 30], "negative": [-1, 3, 20, 30],
+             "past the end": [5, 5, 20, 34]}
+_LAYOUTS = {"2Dx3D": (torch.randn(33, 40), torch.randn(4, 40, 24)),
+            "3Dx2D": (torch.randn(4, 12, 40), torch.randn(40, 33)),
+            "2Dx2D": (torch.randn(12, 33), torch.randn(33, 20))}
+
+
+@pytest.mark.parametrize("layout", sorted(_LAYOUTS))
+@pytest.mark.parametrize("bad", sorted(_BAD_OFFS))
+def test_compiled_floor_refuses_bad_offs_at_run_time(layout, bad):
+    a, b = _LAYOUTS[layout]
+
+    def fn(a, b, o):
+        return xvendor.grouped_mm(a, b, o)
+
+    graphs = []
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, fullgraph=True,
+                             backend=lambda gm, _: graphs.append(gm) or gm.forward)
+    out = compiled(a, b, _offs())  # traced with good offs: 31 of 33 used
+    names = _targets(graphs[0])
+    assert any("_assert_async" in n for n in names), names
+    assert any("_grouped_mm" in n for n in names) and not any("xvendor" in n for n in names)
+    torch.testing.assert_close(out, fn(a, b, _offs()))
+    with pytest.raises(xvendor.ArgumentError, match="offs"):  # eager, for comparison
+        fn(a, b, torch.tensor(_BAD_OFFS[bad], dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="offs must be non-negative, non-decreasing"):
+        compiled(a, b, torch.tensor(_BAD_OFFS[bad], dtype=torch.int32))
+    assert len(graphs) == 1  # the same graph ran (no retrace on the values of offs)
+
+
+def test_inductor_keeps_the_offs_assert():
+    a, b = _LAYOUTS["2Dx3D"]
+    torch._dynamo.reset()
+    fn = torch.compile(lambda a, b, o: xvendor.grouped_mm(a, b, o), fullgraph=True)
+    torch.testing.assert_close(fn(a, b, _offs()), xvendor.grouped_mm(a, b, _offs()))
+    with pytest.raises(RuntimeError, match="offs must be"):
+        fn(a, b, torch.tensor(_BAD_OFFS["decreasing"], dtype=torch.int32))
+
+
+def test_traced_scaled_grouped_mm_offs_rules_are_one_device_assert():
+    # torch has no scaled_grouped_mm on the CPU, so its compiled floor cannot be traced
+    # here: the traced check is called as the public function calls it
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    sgm = sys.modules["xvendor.ops.scaled_grouped_mm"]
+    a, b = torch.empty(10, 96), torch.empty(24, 96)  # 2Dx2D: ragged K of 96
+
+    class NoHostRead(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            assert func is not torch.ops.aten._local_scalar_dense.default, func
+            return func(*args, **(kwargs or {}))
+
+    with NoHostRead():
+        sgm.check_offs_values(a, b.t(), torch.tensor([32, 64, 96], dtype=torch.int32),
+                              traced=True)
+    with pytest.raises(RuntimeError, match="group starts multiples of 32"):
+        sgm.check_offs_values(a, b.t(), torch.tensor([32, 48, 96], dtype=torch.int32),
+                              traced=True)

@@ -239,15 +239,26 @@ def check_bias(op: str, bias, shape: tuple, in_dtype, out_dtype, ref: torch.Tens
 
 
 def check_group_ends(op: str, offs, extent: int, where: str, start_multiple: int = 0,
-                     why_multiple: str = "") -> None:
+                     why_multiple: str = "", *, traced: bool = False) -> None:
     """Data rules on ``offs``, int32 cumulative group ends: non-negative, non-decreasing, the
     last at most ``extent`` (the ``where`` dimension); with ``start_multiple``, every group
     start (0 and ``offs[:-1]``) a multiple of it.
 
     On the CPU they are checked here with a precise message. On an accelerator they become
     one ``torch._assert_async`` (a device-side assert, no host sync in the hot loop).
+
+    NOTE [offs in a traced graph]: with ``traced`` (an op's public function under
+    torch.compile, about to trace into torch's own op) the rules become that same device
+    assert on every device, CPU included, and on every call: a host read of offs would break
+    the graph, and the once-per-offs memo would hold the trace's tensors. The compiled graph
+    then refuses bad offs at run time as eager does, with ``torch._assert_async``'s
+    RuntimeError (the rule in its message) where eager on the CPU raises ArgumentError.
     """
     if offs is None:
+        return
+    if traced:
+        if offs.numel():
+            check_group_ends_on_device(op, offs, extent, where, start_multiple)
         return
     if not offs.is_cpu:  # (``is_cpu``: a tenth of the cost of ``device.type``)
         # NOTE [offs checked once]: an MoE layer passes the same offs to two or three

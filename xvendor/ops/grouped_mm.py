@@ -107,10 +107,10 @@ def _check_offs_meta(a, b, offs, layout) -> None:
         raise ArgumentError(OP, "offs", "must have at least one group for 2-D x 2-D inputs")
 
 
-def check_offs_values(p: shapes.GroupedProblem, offs) -> None:
+def check_offs_values(p: shapes.GroupedProblem, offs, traced: bool = False) -> None:
     """Data rules on offs (``check_group_ends``) along the problem's ragged dimension."""
     if offs is not None:
-        check_group_ends(OP, offs, p.extent, _RAGGED[p.ragged])
+        check_group_ends(OP, offs, p.extent, _RAGGED[p.ragged], traced=traced)
 
 
 @torch.library.custom_op("xvendor::grouped_mm", mutates_args=())
@@ -214,6 +214,7 @@ def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | 
             return floor(a, b, offs, bias, out_dtype)  # NOTE [straight to the floor]
         return dispatch(dev, a.dtype, (a, b, offs, bias, out_dtype), backend)
     if (floor := traced_torch(OP, a.device, a.dtype, (a, b, offs, bias, out_dtype), backend)):
+        check_offs_values(p, offs, traced=True)  # NOTE [offs in a traced graph]
         return floor(a, b, offs, bias, out_dtype)
     return grouped_mm_op(a, b, offs, bias, out_dtype, backend)
 

@@ -100,13 +100,14 @@ def check(a, b, scale_a, recipe_a, scale_b, recipe_b, offs, swizzle_a=None, swiz
     check_same_device(OP, "a", a, b=b, scale_a=scale_a, scale_b=scale_b, offs=offs)
 
 
-def check_offs_values(a, b, offs) -> None:
+def check_offs_values(a, b, offs, traced: bool = False) -> None:
     """Data rules on offs (``check_group_ends``); 2Dx2D: group starts on 32-element block
     boundaries, so an E8M0 block never straddles two groups."""
     ragged_k = b.dim() == 2
     check_group_ends(OP, offs, _k(a) if ragged_k else a.shape[0],
                      "K" if ragged_k else "rows of a", BLOCK if ragged_k else 0,
-                     " under BlockWise1x32 (an E8M0 block may not straddle two groups)")
+                     " under BlockWise1x32 (an E8M0 block may not straddle two groups)",
+                     traced=traced)
 
 
 def _out_shape(a, b, offs):
@@ -156,6 +157,7 @@ def scaled_grouped_mm(a: Tensor, b: Tensor, scale_a: Tensor, recipe_a, scale_b: 
     norm = _normalized(*args)
     if not any(t.requires_grad for t in (a, b, scale_a, scale_b)) \
             and (floor := traced_torch(OP, a.device, output_dtype, norm, backend)):
+        check_offs_values(a, b, offs, traced=True)  # NOTE [offs in a traced graph]
         return floor(*norm)
     return scaled_grouped_mm_op(*norm[:7], None, None, norm[9], backend)
 
