@@ -22,7 +22,7 @@ UNSUPPORTED = [
      "checked: port by hand to joint_matrix for a GPU target)"),
     (r"\b(this_grid|grid_group|cudaLaunchCooperativeKernel|this_multi_grid)\b",
      "grid-wide cooperative groups (needs a cooperative launch)"),
-    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|cutlass|cute)::|"
+    (r"\b(cublas\w*|cublasLt\w*|cudnn\w*|curand\w*)\b|\b(cub|hipcub|rocprim|cutlass|cute)::|"
      r"\bthrust::(?!(tuple|get|make_tuple|tie|pair|make_pair)\b)",  # thrust's value types are not calls
      "library call (cuBLAS/cuDNN/cuRAND/CUB/thrust/CUTLASS) in device code"),
     (r"(?<![\w.>])(malloc|free|cudaMalloc|cudaFree)\s*\(|\bnew\s+\w|\bdelete\b",
@@ -41,6 +41,9 @@ UNSUPPORTED = [
      "asynchronous-copy pipelines / thread-block clusters (Hopper TMA, cuda::pipeline)"),
 ]
 UNSUPPORTED = [(re.compile(p), r) for p, r in UNSUPPORTED]
+LIBRARY, LIBRARY_REASON = next((rx, r) for rx, r in UNSUPPORTED if r.startswith("library call"))
+# namespaces whose aliases count as the library (NOTE [library through an alias or a macro])
+LIBRARY_NAMESPACE = re.compile(r"(cub|hipcub|rocprim|thrust|cutlass|cute)\s*(::|$)")
 
 # Scalar kernel parameters -> (type of the extern "C" wrapper's parameter, launch kind).
 # Narrow integers and 16-bit floats are widened at the wrapper (the launch path passes
