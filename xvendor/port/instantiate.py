@@ -84,7 +84,15 @@ def macro_launches(unit, kernel: str) -> list:
     (``#define LAUNCH(T) k<T><<<grid, block>>>(...)``, the kernel's name possibly a
     parameter): one per use of the macro in a function, its parameters replaced by that
     use's arguments (``LAUNCH(float);`` -> ``k<float>``), at the use's place in the tree
-    (so its constants in scope and its host template apply)."""
+    (so its constants in scope and its host template apply). Also a body that names the
+    kernel's instantiation as a value (NOTE [kernels named in a macro])."""
+    # NOTE [kernels named in a macro]: a kernel picker spelled with a macro,
+    # ``#define kernel_instance(bpw) if (blocks_per_warp == bpw) return k<bpw>`` used as
+    # ``kernel_instance(1); kernel_instance(2); ...`` in a host function returning a function
+    # pointer, names each instantiation only in the macro's expansion; written out
+    # (``return k<1>;``) it was found (NOTE [templates named as values]), through the macro
+    # the kernel had none. A body's ``k<...>`` followed by ``;``, ``,``, ``)`` or its end is
+    # such a value, bound at each use like a launch.
     src, out = unit.source, []
     for m in _DEFINE.finditer(src):
         name, params = m.group(1).decode(), [p.strip() for p in m.group(2).decode().split(",")]
@@ -97,7 +105,8 @@ def macro_launches(unit, kernel: str) -> list:
             while j < len(body) and depth:
                 depth += {"<": 1, ">": -1}.get(body[j], 0)
                 j += 1
-            if depth == 0 and re.match(r"\s*<<<", body[j:]):
+            # a launch, or (NOTE [kernels named in a macro]) the kernel named as a value
+            if depth == 0 and re.match(r"\s*(?:<<<|[;,)]|$)", body[j:]):
                 sites.append((k.group(1), split_template_args(body[k.end():j - 1])))
         if not sites:
             continue
