@@ -22,9 +22,23 @@ def test_macro_made_instantiations_found_and_uses_dropped():
     assert rep.status == "ok", rep.reason
     assert sorted(i.args for i in rep.instantiations) == [
         ["double", "ADD"], ["double", "MUL"], ["float", "MUL"]]
+    tiled = t.report("apply_tiled")  # a run of six uses: four eager, the rest deferred
+    assert tiled.status == "ok", tiled.reason
+    assert len(tiled.instantiations) + len(tiled.deferred) == 6
     assert t.report("block_total").status == "unsupported"
     body = re.sub(r"^[ \t]*#define(?:[^\n]*\\\n)*[^\n]*|//[^\n]*", "", t.source, flags=re.M)
-    assert "MAKE_apply(" not in body and "MAKE_all(" not in body
+    assert "MAKE_apply(" not in body and "MAKE_all(" not in body and "MAKE_tiled(" not in body
+    assert "(," not in body  # no pieces of a use left behind
+
+
+@pytest.mark.l1
+def test_run_of_macro_made_instantiations_runs(cuda_module):
+    m = cuda_module("macro_instantiations")
+    n = 300
+    y = torch.randn(n, generator=torch.Generator().manual_seed(2))
+    ref = (y.double() * 3).float()
+    m["apply_tiled<float, MUL, 64, 2>"][(n + 127) // 128, 64](y, 3.0, n)
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
 
 
 @pytest.mark.l1

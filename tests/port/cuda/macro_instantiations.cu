@@ -12,6 +12,14 @@ __global__ void apply(T *x, T v, int n) {
   if (i < n) x[i] = OP == ADD ? x[i] + v : x[i] * v;
 }
 
+template <typename T, int OP, int BLOCK, int PER_THREAD>
+__global__ void apply_tiled(T *x, T v, int n) {
+  for (int k = 0; k < PER_THREAD; ++k) {
+    int i = (blockIdx.x * BLOCK + threadIdx.x) * PER_THREAD + k;
+    if (i < n) x[i] = OP == ADD ? x[i] + v : x[i] * v;
+  }
+}
+
 template <typename T>
 __global__ void block_total(const T *x, T *out) {
   typedef cub::BlockReduce<T, 128> R;
@@ -27,3 +35,14 @@ __global__ void block_total(const T *x, T *out) {
 
 MAKE_apply(MUL, float)
 MAKE_all(double)
+
+// a run of uses with no semicolons (NOTE [runs of instantiation macro uses])
+#define MAKE_tiled(oname, gtype, block, per) \
+  template __global__ void apply_tiled<gtype, oname, block, per>(gtype * x, gtype v, int n);
+
+MAKE_tiled(ADD, float, 64, 2)
+MAKE_tiled(MUL, float, 64, 2)
+MAKE_tiled(ADD, double, 64, 2)
+MAKE_tiled(MUL, double, 64, 2)
+MAKE_tiled(ADD, float, 128, 1)
+MAKE_tiled(MUL, float, 128, 1)
