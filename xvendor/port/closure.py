@@ -184,6 +184,23 @@ def _macro_declared(unit, n) -> set:
     return {nm for it in items(sub) for nm in _declared(sub, it)}
 
 
+_INSTANTIATIONS = re.compile(r"(?:\s*(?:extern\s+)?template\s+(?!<)[^;{}]*;?)+\s*")
+
+
+def macro_instantiation_text(unit, text: str, defs=None):
+    """The expansion of ``text`` (a file-scope item's) when it is uses of function-like
+    macros that expand to explicit instantiations only, else None (NOTE [instantiations
+    through a macro] in instantiate.py)."""
+    defs = _function_macros(unit) if defs is None else defs
+    m = _USE.match(text)
+    if not m or m.group(1) not in defs:
+        return None
+    exp = _expand_uses(text, defs)
+    if exp == text or not _INSTANTIATIONS.fullmatch(exp):
+        return None
+    return exp
+
+
 def _is_device_code(unit, item) -> bool:
     """A kernel, a ``__device__``/``constexpr`` function, or a function template of one."""
     item = _unwrap(item)
@@ -337,7 +354,9 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
                 continue
         elif it.id in keep or _using_namespace(unit, it):
             continue
-        if it.type == "ERROR" and device.search(unit.source, it.start_byte, it.end_byte):
+        if it.type == "ERROR" and device.search(unit.source, it.start_byte, it.end_byte) and \
+                macro_instantiation_text(unit, node_text(unit.source, it)) is None:
+            # NOTE [instantiations through a macro]
             continue  # unparsed device code (also through a macro): keep it visible
         end = it.end_byte
         nxt = it.next_sibling
@@ -348,7 +367,8 @@ def drop_edits(unit, kernels: list, extra_names=()) -> list:
     # declarations the parser could not read (parse.Unit.opaque): kept when they hold device
     # code, like an unparsed ERROR node, else host code to drop
     for a, b in getattr(unit, "opaque", ()):
-        if not device.search(unit.source, a, b):
+        if not device.search(unit.source, a, b) or macro_instantiation_text(
+                unit, unit.source[a:b].decode(errors="replace")) is not None:
             edits.append((a, b, ""))
     return edits
 

@@ -84,7 +84,15 @@ def macro_launches(unit, kernel: str) -> list:
     (``#define LAUNCH(T) k<T><<<grid, block>>>(...)``, the kernel's name possibly a
     parameter): one per use of the macro in a function, its parameters replaced by that
     use's arguments (``LAUNCH(float);`` -> ``k<float>``), at the use's place in the tree
-    (so its constants in scope and its host template apply)."""
+    (so its constants in scope and its host template apply). Also a body that names the
+    kernel's instantiation as a value (NOTE [kernels named in a macro])."""
+    # NOTE [kernels named in a macro]: a kernel picker spelled with a macro,
+    # ``#define kernel_instance(bpw) if (blocks_per_warp == bpw) return k<bpw>`` used as
+    # ``kernel_instance(1); kernel_instance(2); ...`` in a host function returning a function
+    # pointer, names each instantiation only in the macro's expansion; written out
+    # (``return k<1>;``) it was found (NOTE [templates named as values]), through the macro
+    # the kernel had none. A body's ``k<...>`` followed by ``;``, ``,``, ``)`` or its end is
+    # such a value, bound at each use like a launch.
     src, out = unit.source, []
     for m in _DEFINE.finditer(src):
         name, params = m.group(1).decode(), [p.strip() for p in m.group(2).decode().split(",")]
@@ -97,7 +105,8 @@ def macro_launches(unit, kernel: str) -> list:
             while j < len(body) and depth:
                 depth += {"<": 1, ">": -1}.get(body[j], 0)
                 j += 1
-            if depth == 0 and re.match(r"\s*<<<", body[j:]):
+            # a launch, or (NOTE [kernels named in a macro]) the kernel named as a value
+            if depth == 0 and re.match(r"\s*(?:<<<|[;,)]|$)", body[j:]):
                 sites.append((k.group(1), split_template_args(body[k.end():j - 1])))
         if not sites:
             continue
@@ -389,20 +398,23 @@ def _explicit_instantiations(unit, host) -> list:
     from .parse import _param
     own = [t for _, t in host.template_params]
     out = []
-    for n in walk(unit.tree.root_node):
+    # written out, then made by a file-scope macro use (NOTE [instantiations through a macro])
+    nodes = [(unit, n) for n in walk(unit.tree.root_node)]
+    nodes += [(sub, n) for sub in macro_expansions(unit) for n in walk(sub.tree.root_node)]
+    for src, n in nodes:
         if n.type != "template_instantiation":
             continue
         d = function_declarator(n.child_by_field_name("declarator"))
         if d is None or d.child_by_field_name("declarator") is None:
             continue
         callee = d.child_by_field_name("declarator")
-        text = node_text(unit.source, callee)
+        text = node_text(src.source, callee)
         if text.split("<")[0].split("::")[-1].strip() != host.name:
             continue
         given = split_template_args(text[text.index("<") + 1:text.rindex(">")]) if "<" in text else []
-        env = dict(zip(own, given))
+        env = dict(zip(own, [_expand_macros(unit, g) for g in given]))
         plist = d.child_by_field_name("parameters")
-        ps = [_param(unit.source, p, i) for i, p in enumerate(plist.named_children)
+        ps = [_param(src.source, p, i) for i, p in enumerate(plist.named_children)
               if p.type == "parameter_declaration"] if plist is not None else []
         for hp, ip in zip(host.params, ps):
             if hp.base in own and hp.base not in env:
@@ -413,6 +425,37 @@ def _explicit_instantiations(unit, host) -> list:
         if len(env) == len(own) and env not in out:
             out.append(env)
     return out
+
+
+# NOTE [instantiations through a macro]: libraries instantiate their kernels (and host
+# templates) for each type and option with a macro used at file scope, ``#define MAKE_K(op,
+# T) template __global__ void k<T, op>(T *x, int n);`` then ``MAKE_K(ADD, float)``; the
+# parser sees a call, not a ``template_instantiation``, so the kernel had none. Each such
+# use is expanded (closure's expander: arguments, ``##``, nested macros of the unit) and
+# parsed on its own; its explicit instantiations bind like written ones. The uses themselves
+# are dropped from the output like written explicit instantiations (closure.drop_edits):
+# they instantiate kernels the SYCL build may not have.
+def macro_expansions(unit) -> list:
+    """Parsed expansions of the file-scope uses of the unit's function-like macros that
+    expand to explicit instantiations (NOTE [instantiations through a macro])."""
+    got = unit.__dict__.get("_xv_macro_insts")
+    if got is None:
+        from . import closure, parse
+        got = []
+        defs = closure._function_macros(unit)
+        texts = [node_text(unit.source, it) for it in closure.items(unit)] if defs else []
+        texts += [unit.source[a:b].decode(errors="replace") for a, b in getattr(unit, "opaque", ())
+                  if defs]  # a use the parser could not read (parse.Unit.opaque)
+        for text in texts:
+            exp = closure.macro_instantiation_text(unit, text, defs)
+            if exp is None:
+                continue
+            try:
+                got.append(parse.parse_source(exp.encode(), "<macro>"))
+            except parse.ParseError:
+                continue
+        unit.__dict__["_xv_macro_insts"] = got
+    return got
 
 
 def host_envs(unit, host, depth: int = 0, stack=()) -> list:

@@ -424,6 +424,9 @@ def _contain_errors(src: bytes):
     them unless they hold device code (as it does with ERROR nodes)."""
     parser, text, opaque = _get_parser(), src, []
     device_rx, effects = device_words(src), _macro_effects(src)
+    for a, b in _instantiation_macro_uses(src):  # NOTE [runs of instantiation macro uses]
+        opaque.append((a, b))
+        text = _blank(text, a, b)
     tree = parser.parse(text)
     for _ in range(_MAX_CONTAINED):
         bad = None
@@ -446,6 +449,37 @@ def _contain_errors(src: bytes):
         text = _blank(text, *bad)
         tree = parser.parse(text)
     return tree, sorted(opaque)
+
+
+# NOTE [runs of instantiation macro uses]: a library instantiates its kernels with a run of
+# file-scope uses of a macro and no semicolons between them (``MAKE_K(ADAM, float, 256, 1)``
+# on each of a dozen lines; the macro's body is ``template __global__ void k<...>(...);``).
+# tree-sitter reads such a run as one broken declaration whose pieces (the macro's name, each
+# argument) the closure then deleted one by one, leaving ``(, , `` lines that broke the SYCL
+# build of every kernel of the file. A line that is one whole use of a function-like macro
+# whose body is explicit instantiations (directly or through such macros) is blanked for the
+# parser from the start (an opaque range: instantiate.py expands it for the instantiations it
+# makes, the closure drops it: NOTE [instantiations through a macro]).
+_FN_DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_USE_LINE = re.compile(rb"^[ \t]*(\w+)[ \t]*\(([^()\n]|\([^()\n]*\))*\)[ \t]*;?[ \t]*(//[^\n]*)?$", re.M)
+
+
+def _instantiation_macro_uses(src: bytes) -> list:
+    bodies = {}
+    for m in _FN_DEFINE.finditer(src):
+        bodies.setdefault(m.group(1), m.group(3).replace(b"\\\n", b" ").strip())
+    if not bodies:
+        return []
+
+    def instantiates(name, depth=0):
+        body = bodies.get(name)
+        if body is None or depth > 4:
+            return False
+        if re.match(rb"(extern[ \t]+)?template[ \t]+(?!<)", body):
+            return b"{" not in body
+        first = re.match(rb"(\w+)[ \t]*\(", body)
+        return bool(first) and instantiates(first.group(1), depth + 1)
+    return [(m.start(), m.end()) for m in _USE_LINE.finditer(src) if instantiates(m.group(1))]
 
 
 _DEFINE = re.compile(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n]*?)[ \t]*$", re.M)

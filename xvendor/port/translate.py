@@ -165,6 +165,13 @@ def _unsupported(unit: Unit, fn: Function, gvars: dict) -> str:
     for rx, reason in constructs.UNSUPPORTED:
         if rx.search(text):
             return reason
+    # NOTE [library through an alias or a macro]
+    for alias, target in _library_aliases(unit).items():
+        if re.search(rf"(?<![\w:.>]){re.escape(alias)}\s*::", text):
+            return f"{constructs.LIBRARY_REASON} (through the namespace alias '{alias}' = {target})"
+    through = _asm_macro(unit, text, _library_rx(unit), "_xv_lib_macros")
+    if through:
+        return f"{constructs.LIBRARY_REASON} (through the macro '{through}')"
     if body is not None:
         used = {node_text(unit.source, n) for n in walk(body) if n.type == "identifier"}
         for name in sorted(used & set(gvars)):
@@ -203,10 +210,11 @@ def _macro_bodies(unit) -> dict:
     return got
 
 
-def _asm_macro(unit, text: str) -> str:
-    """The first macro ``text`` uses that expands to inline PTX (NOTE [PTX through a macro])."""
+def _asm_macro(unit, text: str, rx=_ASM, memo_key="_xv_asm_macros") -> str:
+    """The first macro ``text`` uses that expands to inline PTX (NOTE [PTX through a macro]),
+    or to what ``rx`` matches (a library call: NOTE [library through an alias or a macro])."""
     bodies = _macro_bodies(unit)
-    memo = unit.__dict__.setdefault("_xv_asm_macros", {})
+    memo = unit.__dict__.setdefault(memo_key, {})
 
     def spells_asm(name, depth=0):
         if name in memo:
@@ -214,7 +222,7 @@ def _asm_macro(unit, text: str) -> str:
         memo[name] = False  # a recursive use ends here
         defs = bodies.get(name, [])
         ok = bool(defs) and depth < 6 and all(
-            _ASM.search(b) or any(spells_asm(m, depth + 1) for m in set(_MACRO_NAME.findall(b))
+            rx.search(b) or any(spells_asm(m, depth + 1) for m in set(_MACRO_NAME.findall(b))
                                   if m in bodies and m != name) for b in defs)
         memo[name] = ok
         return ok
@@ -222,6 +230,45 @@ def _asm_macro(unit, text: str) -> str:
         if m in bodies and spells_asm(m):
             return m
     return ""
+
+
+# NOTE [library through an alias or a macro]: a project that builds for CUDA and ROCm names
+# CUB through its own alias (``#if HIP namespace my_cub = hipcub; #else namespace my_cub = cub;
+# #endif``) or a macro (``#define MY_SUM_OP cub::Sum()``); the library check saw neither, so
+# the kernels failed to compile on the alias ("expected namespace name": CUB is not in the
+# SYCL build) instead of being refused for the library call, and the alias's declaration
+# broke the unit's other kernels until the build gave up. A namespace alias of a library
+# namespace (in a branch the SYCL compile may take) counts like the library's own name, and
+# so does a macro every live definition of which spells one (as for PTX through a macro).
+def _library_aliases(unit) -> dict:
+    """alias -> target of the unit's namespace aliases of library namespaces."""
+    got = unit.__dict__.get("_xv_lib_aliases")
+    if got is None:
+        got = {}
+        for n in walk(unit.tree.root_node):
+            if n.type == "namespace_alias_definition" and conditions.active(unit, n) is not False:
+                nm = n.child_by_field_name("name")
+                target = node_text(unit.source, n)[len("namespace"):].split("=", 1)[-1]
+                target = target.strip().rstrip(";").strip().lstrip(":")
+                if nm is not None and constructs.LIBRARY_NAMESPACE.match(target):
+                    got[node_text(unit.source, nm)] = target
+        # an alias of an alias
+        for _ in range(3):
+            for a, t in list(got.items()):
+                for n in walk(unit.tree.root_node):
+                    if n.type == "namespace_alias_definition" and conditions.active(unit, n) is not False:
+                        nm = n.child_by_field_name("name")
+                        tt = node_text(unit.source, n).split("=", 1)[-1].strip().rstrip(";").strip()
+                        if nm is not None and tt.lstrip(":").split("::")[0] == a:
+                            got.setdefault(node_text(unit.source, nm), t)
+        unit.__dict__["_xv_lib_aliases"] = got
+    return got
+
+
+def _library_rx(unit):
+    aliases = _library_aliases(unit)
+    extra = "|".join(re.escape(a) for a in aliases)
+    return re.compile(constructs.LIBRARY.pattern + (rf"|(?<![\w:.>])({extra})\s*::" if extra else ""))
 
 
 # empty tag types passed by value for compile-time dispatch: the wrapper makes them itself

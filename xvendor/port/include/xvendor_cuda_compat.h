@@ -799,6 +799,59 @@ inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
   return {__half(sycl::fma(float(a.x), float(b.x), float(c.x))),
           __half(sycl::fma(float(a.y), float(b.y), float(c.y)))};
 }
+// half2 forms of the one-operand and comparison helpers (cuda_fp16.h): each lane as the
+// __half function does it; the comparisons give 1.0 or 0.0 per lane, the __hb*2 ones a bool
+inline __half2 __hneg2(__half2 a) { return {__half(-a.x), __half(-a.y)}; }
+inline __half2 __habs2(__half2 a) { return {__half(sycl::fabs(float(a.x))), __half(sycl::fabs(float(a.y)))}; }
+inline __half2 __hmax2(__half2 a, __half2 b) {
+  return {float(a.x) < float(b.x) ? b.x : a.x, float(a.y) < float(b.y) ? b.y : a.y};
+}
+inline __half2 __hmin2(__half2 a, __half2 b) {
+  return {float(b.x) < float(a.x) ? b.x : a.x, float(b.y) < float(a.y) ? b.y : a.y};
+}
+#define XVC_H2CMP(NAME, BNAME, OP)                                                            \
+  inline __half2 NAME(__half2 a, __half2 b) {                                                 \
+    return {__half(float(a.x) OP float(b.x) ? 1.0f : 0.0f), __half(float(a.y) OP float(b.y) ? 1.0f : 0.0f)}; \
+  }                                                                                           \
+  inline bool BNAME(__half2 a, __half2 b) { return float(a.x) OP float(b.x) && float(a.y) OP float(b.y); }
+XVC_H2CMP(__heq2, __hbeq2, ==)
+XVC_H2CMP(__hne2, __hbne2, !=)
+XVC_H2CMP(__hlt2, __hblt2, <)
+XVC_H2CMP(__hle2, __hble2, <=)
+XVC_H2CMP(__hgt2, __hbgt2, >)
+XVC_H2CMP(__hge2, __hbge2, >=)
+#undef XVC_H2CMP
+#define XVC_H2FN(NAME, F)                                                                     \
+  inline __half2 NAME(__half2 a) { return {__half(F(float(a.x))), __half(F(float(a.y)))}; }
+XVC_H2FN(h2exp, sycl::exp)
+XVC_H2FN(h2log, sycl::log)
+XVC_H2FN(h2sqrt, sycl::sqrt)
+XVC_H2FN(h2rsqrt, sycl::rsqrt)
+XVC_H2FN(h2floor, sycl::floor)
+XVC_H2FN(h2ceil, sycl::ceil)
+XVC_H2FN(h2trunc, sycl::trunc)
+XVC_H2FN(h2rint, sycl::rint)
+#undef XVC_H2FN
+inline __half2 h2rcp(__half2 a) { return {__half(1.0f / float(a.x)), __half(1.0f / float(a.y))}; }
+inline __nv_bfloat162 __hneg2(__nv_bfloat162 a) { return {__nv_bfloat16(-float(a.x)), __nv_bfloat16(-float(a.y))}; }
+inline __nv_bfloat162 __habs2(__nv_bfloat162 a) {
+  return {__nv_bfloat16(sycl::fabs(float(a.x))), __nv_bfloat16(sycl::fabs(float(a.y)))};
+}
+// cuda_fp16.h's raw storage structs: the bits in x; converting to and from __half keeps them
+struct __half_raw {
+  unsigned short x;
+  __half_raw() = default;
+  constexpr __half_raw(unsigned short b) : x(b) {}
+  __half_raw(__half h) : x(sycl::bit_cast<unsigned short>(h)) {}
+  operator __half() const { return sycl::bit_cast<__half>(x); }
+};
+struct __half2_raw {
+  unsigned short x, y;
+  __half2_raw() = default;
+  constexpr __half2_raw(unsigned short a, unsigned short b) : x(a), y(b) {}
+  __half2_raw(__half2 h) : x(sycl::bit_cast<unsigned short>(h.x)), y(sycl::bit_cast<unsigned short>(h.y)) {}
+  operator __half2() const { return {sycl::bit_cast<__half>(x), sycl::bit_cast<__half>(y)}; }
+};
 inline __half __hsub(__half a, __half b) { return a - b; }
 inline __half __hdiv(__half a, __half b) { return a / b; }
 inline __half __hneg(__half a) { return -a; }
