@@ -89,6 +89,7 @@ import os
 import resource
 import secrets
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -1245,6 +1246,9 @@ class Run:
         self.coord_log.close()
         if self.etcd is not None:
             self.etcd.close()
+        # the token file and the coordinator's log: nothing is left in /tmp (the figures
+        # that need the log are read before this, ``measure``)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict:
@@ -1357,6 +1361,9 @@ def measure(n: int, args, log=lambda msg: None, out: dict | None = None) -> dict
         deadline = time.monotonic() + args.timeout
         while not run.ctl.is_dead(slow):
             run.pump(0.01)
+            log(f"{n} members, straggler: member {slow} slow for {time.time() - t_slow:.1f} s, "
+                f"not evicted yet (--straggler-steps {args.straggler_steps} of "
+                f"{args.straggler_busy} s), shard loop lag max {run.lag_max:.2f} s")
             if time.monotonic() > deadline:
                 raise TimeoutError("the straggler was never evicted")
         t_evicted = time.time()
