@@ -887,6 +887,21 @@ inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return 
 inline __nv_bfloat162 __float2bfloat162_rn(float a) { return {__nv_bfloat16(a), __nv_bfloat16(a)}; }
 inline float2 __bfloat1622float2_(const __nv_bfloat162 &v) { return {float(v.x), float(v.y)}; }
 
+// cuda_fp16.h / cuda_bf16.h lane moves: swap, broadcast and pick the low (.x) / high (.y) lane
+inline __half2 __lowhigh2highlow(__half2 a) { return {a.y, a.x}; }
+inline __half2 __low2half2(__half2 a) { return {a.x, a.x}; }
+inline __half2 __high2half2(__half2 a) { return {a.y, a.y}; }
+inline __half2 __float22half2_rn(float2 a) { return {__half(a.x), __half(a.y)}; }
+inline __nv_bfloat162 __lowhigh2highlow(__nv_bfloat162 a) { return {a.y, a.x}; }
+inline __nv_bfloat162 __low2bfloat162(__nv_bfloat162 a) { return {a.x, a.x}; }
+inline __nv_bfloat162 __high2bfloat162(__nv_bfloat162 a) { return {a.y, a.y}; }
+inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 a) { return a.x; }
+inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 a) { return a.y; }
+inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 a) { return {a, a}; }
+inline __nv_bfloat162 __lows2bfloat162(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.x, b.x}; }
+inline __nv_bfloat162 __highs2bfloat162(__nv_bfloat162 a, __nv_bfloat162 b) { return {a.y, b.y}; }
+inline __nv_bfloat162 __float22bfloat162_rn(float2 a) { return {__nv_bfloat16(a.x), __nv_bfloat16(a.y)}; }
+
 // CUDA's integer min/max device functions
 inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
