@@ -7,35 +7,31 @@ import pytest
 import torch
 
 
-def _pairs(dtype, n, seed):
-    g = torch.Generator().manual_seed(seed)
-    return ((torch.randn(n, 2, generator=g) * 3).to(dtype),
-            (torch.randn(n, 2, generator=g) * 3).to(dtype))
+def _half2(x, y, n):
+    return [x.flip(1), x[:, :1].expand(n, 2), x[:, 1:].expand(n, 2),
+            torch.stack([x[:, 0], y[:, 0]], 1), y.flip(1)]
+
+
+def _bf162(x, y, n):
+    return [x.flip(1), x[:, :1].expand(n, 2), x[:, 1:].expand(n, 2),
+            torch.stack([x[:, 1], y[:, 1]], 1), torch.stack([y[:, 1], x[:, 0]], 1),
+            torch.stack([y[:, 0], x[:, 1]], 1)]
+
+
+# kernel -> (element type, the expected lanes of each output pair, as the .cu writes them)
+CASES = {"half2_lanes": (torch.half, _half2), "bf162_lanes": (torch.bfloat16, _bf162)}
 
 
 @pytest.mark.l1
 @pytest.mark.parametrize("block", [32, 128])
-def test_half2_lane_moves(cuda_module, block):
-    m = cuda_module("lane_moves")
+@pytest.mark.parametrize("kernel", sorted(CASES))
+def test_lane_moves_are_exact(cuda_module, kernel, block):
+    dtype, expected = CASES[kernel]
     n = 257
-    x, y = _pairs(torch.half, n, block)
-    out = torch.full((n, 5, 2), float("nan"), dtype=torch.half)
-    m.half2_lanes[(n + block - 1) // block, block](x, y, out, n)
-    want = torch.stack([x.flip(1), x[:, :1].expand(n, 2), x[:, 1:].expand(n, 2),
-                        torch.stack([x[:, 0], y[:, 0]], 1), y.flip(1)], 1)
-    assert torch.equal(out, want)
-
-
-@pytest.mark.l1
-@pytest.mark.parametrize("block", [32, 128])
-def test_bfloat162_lane_moves(cuda_module, block):
-    m = cuda_module("lane_moves")
-    n = 257
-    x, y = _pairs(torch.bfloat16, n, block)
-    out = torch.full((n, 6, 2), float("nan"), dtype=torch.bfloat16)
-    m.bf162_lanes[(n + block - 1) // block, block](x, y, out, n)
-    want = torch.stack([x.flip(1), x[:, :1].expand(n, 2), x[:, 1:].expand(n, 2),
-                        torch.stack([x[:, 1], y[:, 1]], 1),
-                        torch.stack([y[:, 1], x[:, 0]], 1),
-                        torch.stack([y[:, 0], x[:, 1]], 1)], 1)
+    g = torch.Generator().manual_seed(block)
+    x = (torch.randn(n, 2, generator=g) * 3).to(dtype)
+    y = (torch.randn(n, 2, generator=g) * 3).to(dtype)
+    want = torch.stack(expected(x, y, n), 1)
+    out = torch.full_like(want, float("nan"))
+    getattr(cuda_module("lane_moves"), kernel)[(n + block - 1) // block, block](x, y, out, n)
     assert torch.equal(out, want)
